@@ -1,0 +1,35 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   train MiniGPT on Tiny Shakespeare (CPU preset, about 2 minutes) and print a sample
+#   make test   run the whole test suite
+# Both create .venv and install tinyformer into it first (torch's CPU build, then the package).
+
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+BIN := $(VENV)/bin
+RUN ?= runs/demo
+
+.PHONY: setup demo test lint clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@
+
+demo: setup
+	rm -rf $(RUN)
+	$(BIN)/tinyformer train gpt --config configs/gpt_cpu_quick.toml --out $(RUN)
+	$(BIN)/tinyformer sample $(RUN) --prompt "ROMEO:" --tokens 500 --temperature 0.8 --top-k 40 --seed 1
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache

@@ -1,0 +1,44 @@
+"""tinyformer: a from-scratch Transformer lab in PyTorch.
+
+Importing the package stays light: submodules load torch, and plotting or
+TensorBoard are imported only inside the functions that use them.
+"""
+
+from tinyformer.attention.masks import causal as causal_mask
+from tinyformer.attention.multihead import MultiHeadAttention, attend
+from tinyformer.config import DataConfig, RunConfig, SampleConfig, TrainConfig
+from tinyformer.data.tokenizers import CharTokenizer
+from tinyformer.errors import UserError
+from tinyformer.generate.sampling import generate, generate_text
+from tinyformer.models.gpt import GPTConfig, MiniGPT, param_breakdown, param_count
+from tinyformer.models.outputs import ModelOutput
+from tinyformer.runs import Run, load_run
+from tinyformer.tasks import TASKS, GPTTask
+from tinyformer.train.trainer import FitResult, Trainer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "TASKS",
+    "CharTokenizer",
+    "DataConfig",
+    "FitResult",
+    "GPTConfig",
+    "GPTTask",
+    "MiniGPT",
+    "ModelOutput",
+    "MultiHeadAttention",
+    "Run",
+    "RunConfig",
+    "SampleConfig",
+    "TrainConfig",
+    "Trainer",
+    "UserError",
+    "attend",
+    "causal_mask",
+    "generate",
+    "generate_text",
+    "load_run",
+    "param_breakdown",
+    "param_count",
+]

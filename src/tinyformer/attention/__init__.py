@@ -1,0 +1,1 @@
+"""Attention: the mask convention and multi-head attention with two backends."""

@@ -1,0 +1,115 @@
+"""Multi-head scaled dot-product attention (Vaswani et al., 2017), one implementation.
+
+`MultiHeadAttention` projects queries from `x` and keys/values from `x` (self)
+or from `context` (cross), splits heads, calls `attend`, merges heads and
+projects out. `attend` has two backends that compute the same function:
+
+- "sdpa"   `F.scaled_dot_product_attention`: fused kernels; with a plain causal
+           mask the kernel skips the masked upper triangle altogether.
+- "manual" softmax(Q K^T / sqrt(Dh)) V written out, and the only path that can
+           return the attention weights. Asking for weights picks it for that call.
+
+Shapes: B batch, T queries, S keys, D model width, H heads, Dh = D / H.
+Masks follow `tinyformer.attention.masks`: bool, True = may attend.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tinyformer.attention import masks
+
+BACKENDS = ("sdpa", "manual")
+
+
+def attend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    mask: torch.Tensor | None = None,
+    causal: bool = False,
+    dropout_p: float = 0.0,
+    backend: str = "sdpa",
+    need_weights: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """q (B, H, T, Dh), k/v (B, H, S, Dh) -> (out (B, H, T, Dh), weights (B, H, T, S) or None)."""
+    T, S = q.size(-2), k.size(-2)
+    if backend == "sdpa" and not need_weights:
+        if causal and mask is None and T == S:  # the fast kernel that skips masked blocks
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True), None
+        full = masks.combine(masks.causal(T, S, q.device) if causal else None, mask)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=full, dropout_p=dropout_p), None
+    full = masks.combine(masks.causal(T, S, q.device) if causal else None, mask)
+    scores = (q @ k.transpose(-2, -1)) * q.size(-1) ** -0.5  # (B, H, T, S)
+    if full is not None:
+        scores = scores.masked_fill(~full, masks.fill_value(scores.dtype))
+    weights = scores.softmax(dim=-1)  # (B, H, T, S)
+    dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    return dropped @ v, weights  # (B, H, T, Dh)
+
+
+class MultiHeadAttention(nn.Module):
+    """Self-attention (one fused QKV projection) or cross-attention (Q from x, KV from context)."""
+
+    def __init__(
+        self,
+        d_model: int,
+        n_head: int,
+        *,
+        cross: bool = False,
+        qkv_bias: bool = True,
+        out_bias: bool = True,
+        dropout: float = 0.0,
+        backend: str = "sdpa",
+    ) -> None:
+        super().__init__()
+        if d_model % n_head:
+            raise ValueError(f"d_model={d_model} is not divisible by n_head={n_head}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend={backend!r} is not one of {BACKENDS}")
+        self.n_head, self.dropout, self.backend, self.cross = n_head, dropout, backend, cross
+        if cross:
+            self.q = nn.Linear(d_model, d_model, bias=qkv_bias)
+            self.kv = nn.Linear(d_model, 2 * d_model, bias=qkv_bias)
+        else:
+            self.qkv = nn.Linear(d_model, 3 * d_model, bias=qkv_bias)
+        self.proj = nn.Linear(d_model, d_model, bias=out_bias)
+
+    def heads(self, x: torch.Tensor) -> torch.Tensor:
+        B, L, D = x.shape
+        return x.view(B, L, self.n_head, D // self.n_head).transpose(1, 2)  # (B, H, L, Dh)
+
+    def project(
+        self, x: torch.Tensor, context: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x (B, T, D), context (B, S, D) or None -> q (B, H, T, Dh), k and v (B, H, S, Dh)."""
+        if self.cross:
+            if context is None:
+                raise ValueError("cross-attention needs a context tensor")
+            q = self.q(x)  # (B, T, D)
+            k, v = self.kv(context).chunk(2, dim=-1)  # 2 x (B, S, D)
+        else:
+            q, k, v = self.qkv(x).chunk(3, dim=-1)  # 3 x (B, T, D)
+        return self.heads(q), self.heads(k), self.heads(v)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        context: torch.Tensor | None = None,
+        *,
+        mask: torch.Tensor | None = None,
+        causal: bool = False,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """x (B, T, D) -> (out (B, T, D), weights (B, H, T, S) if asked for, else None)."""
+        B, T, D = x.shape
+        q, k, v = self.project(x, context)  # (B, H, T, Dh), (B, H, S, Dh) x 2
+        p = self.dropout if self.training else 0.0
+        y, w = attend(
+            q, k, v, mask=mask, causal=causal, dropout_p=p, backend=self.backend, need_weights=need_weights
+        )
+        y = y.transpose(1, 2).reshape(B, T, D)  # (B, T, D): heads merged back
+        return self.proj(y), (w if need_weights else None)

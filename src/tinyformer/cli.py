@@ -1,0 +1,208 @@
+"""The `tinyformer` command: a table of subcommands, each a thin function over the library.
+
+A `UserError` (bad flag, missing file, unknown character, ...) ends in one line
+on stderr and exit code 2; an interrupted training run exits with 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from tinyformer.errors import UserError
+
+
+# ---- train ------------------------------------------------------------------------
+def add_train(p: argparse.ArgumentParser) -> None:
+    from tinyformer.tasks import TASKS
+
+    p.add_argument("task", choices=sorted(TASKS), help="what to train")
+    p.add_argument("--config", help="TOML preset, e.g. configs/gpt_cpu_quick.toml")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override, e.g. model.n_layer=1")
+    p.add_argument("--out", help="new run folder (default: runs/<task>-<date>-<time>)")
+    p.add_argument("--resume", metavar="RUN", help="continue the run in this folder exactly where it stopped")
+    p.add_argument("--data", help="text file to train on (default: $TINYFORMER_DATA, then cache/download)")
+    p.add_argument("--device", help="auto, cpu, cuda or mps (train.device)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (train.compile)")
+    p.add_argument("--tensorboard", action="store_true", help="write TensorBoard events to RUN/tb")
+
+
+def cmd_train(a: argparse.Namespace) -> int:
+    from tinyformer import config as cfg
+    from tinyformer.device import seed_everything
+    from tinyformer.runs import check_run_dir, read_config
+    from tinyformer.tasks import TASKS
+    from tinyformer.train import checkpoint as ckpt
+    from tinyformer.train.trainer import Trainer
+
+    overrides = list(a.set)
+    overrides += [f"data.path={json.dumps(a.data)}"] if a.data else []
+    overrides += [f"train.device={json.dumps(a.device)}"] if a.device else []
+    overrides += ["train.compile=true"] if a.compile else []
+    overrides += ["train.tensorboard=true"] if a.tensorboard else []
+    tokenizer = None
+    if a.resume:
+        if a.config or a.out:
+            raise UserError("--resume continues a run with its saved config; drop --config/--out (--set still works)")
+        run_dir = check_run_dir(a.resume)
+        config, task_cls = read_config(run_dir, overrides)
+        if config.task != a.task:
+            raise UserError(f"run folder {a.resume!r} holds a {config.task!r} run, not {a.task!r}")
+        tokenizer = task_cls.load_tokenizer(run_dir / ckpt.TOKENIZER)
+    else:
+        task_cls = TASKS[a.task]
+        layers = [cfg.load_toml(a.config)] if a.config else []
+        config = cfg.resolve(task_cls.default_config(), task_cls.model_config_cls, layers, overrides)
+        run_dir = Path(a.out or f"runs/{a.task}-{time.strftime('%Y%m%d-%H%M%S')}")
+        if run_dir.exists() and any(run_dir.iterdir()):
+            raise UserError(f"run folder {str(run_dir)!r} is not empty; resume it with --resume {run_dir} or pick another --out")
+    seed_everything(config.train.seed)
+    task = task_cls(config, tokenizer)
+    model = task_cls.build_model(config.model)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ckpt.save_json(run_dir / ckpt.CONFIG, cfg.to_dict(config))
+    task.tokenizer.save(run_dir / ckpt.TOKENIZER)
+    trainer = Trainer(model, task, config.train, run_dir, resume=bool(a.resume))
+    n_params = sum(p.numel() for p in model.parameters())
+    print(
+        f"{a.task}: {n_params:,} parameters on {trainer.device.type} | "
+        f"step {trainer.step}/{config.train.max_iters} | run folder {run_dir}"
+    )
+    result = trainer.fit()
+    if result.status == "interrupted":
+        print(f"interrupted at step {result.step}; state saved. Resume: tinyformer train {a.task} --resume {run_dir}")
+        return 130
+    if getattr(task, "generative", False):
+        from tinyformer.generate.sampling import generate_text
+
+        (run_dir / ckpt.SAMPLE).write_text(generate_text(model, task.tokenizer, config.sample), encoding="utf-8")
+    tps = trainer.tokens_seen / max(result.train_seconds, 1e-9)
+    print(
+        f"done: step {result.step}, best val loss {result.best_val:.4f}, "
+        f"{result.train_seconds:.0f} s of training ({tps:,.0f} tokens/s); see {run_dir}/loss.png"
+    )
+    return 0
+
+
+# ---- sample -----------------------------------------------------------------------
+def add_sample(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", help="run folder")
+    p.add_argument("--prompt", help="text to continue (default: the run's sample.prompt)")
+    p.add_argument("--tokens", type=int, help="how many new tokens (default 500)")
+    p.add_argument("--temperature", type=float, help="0 = greedy (default 0.8)")
+    p.add_argument("--top-k", type=int, help="keep the k most likely tokens; 0 = off (default 40)")
+    p.add_argument("--top-p", type=float, help="nucleus sampling mass; 1 = off (default 1.0)")
+    p.add_argument("--seed", type=int, help="sampling seed (default 1)")
+    p.add_argument("--checkpoint", choices=("best", "latest"), default="best", help="which weights")
+
+
+def cmd_sample(a: argparse.Namespace) -> int:
+    import dataclasses
+
+    from tinyformer.config import SampleConfig
+    from tinyformer.generate.sampling import generate_text
+    from tinyformer.runs import load_run
+
+    run = load_run(a.run, weights=a.checkpoint)
+    given = {"prompt": a.prompt, "tokens": a.tokens, "temperature": a.temperature}
+    given |= {"top_k": a.top_k, "top_p": a.top_p, "seed": a.seed}
+    base = dataclasses.asdict(run.config.sample)
+    s = SampleConfig(**(base | {k: v for k, v in given.items() if v is not None}))
+    print(generate_text(run.model, run.tokenizer, s))
+    return 0
+
+
+# ---- info -------------------------------------------------------------------------
+def add_info(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", help="run folder")
+
+
+def cmd_info(a: argparse.Namespace) -> int:
+    from tinyformer import config as cfg
+    from tinyformer.runs import best_val, load_run
+
+    run = load_run(a.run, weights="latest")
+    st = run.state
+    counted = sum(p.numel() for p in run.model.parameters())
+    print(f"run {run.path}: task {run.config.task}, step {st['step']}/{run.config.train.max_iters}")
+    tps = st["tokens_seen"] / max(st["train_seconds"], 1e-9)
+    print(f"best val loss {best_val(run):.4f}; {st['train_seconds']:.0f} s of training, {st['tokens_seen']:,} tokens ({tps:,.0f}/s)")
+    print("\n# resolved config")
+    print(to_toml(cfg.to_dict(run.config)))
+    breakdown = getattr(run.task_cls, "param_breakdown", None)
+    if breakdown is not None:
+        print(format_breakdown(breakdown(run.config.model), counted))
+    else:
+        print(f"parameters: {counted:,}")
+    return 0
+
+
+def to_toml(d: dict) -> str:
+    """Flat sections of scalars as TOML (a preset can be copied from it)."""
+    top = [f"{k} = {json.dumps(v)}" for k, v in d.items() if not isinstance(v, dict)]
+    parts = ["\n".join(top)]
+    for k, v in d.items():
+        if isinstance(v, dict):
+            body = "\n".join(f"{kk} = {json.dumps(vv, ensure_ascii=False)}" for kk, vv in v.items())
+            parts.append(f"[{k}]\n{body}")
+    return "\n\n".join(parts)
+
+
+def format_breakdown(rows: list[tuple[str, str, int, int]], counted: int) -> str:
+    total = sum(per * n for _, _, per, n in rows)
+    lines = [f"# parameters: {total:,} by formula, {counted:,} counted" + ("" if total == counted else "  (MISMATCH)")]
+    for name, formula, per, n in rows:
+        times = f"{n} × {per:,}" if n > 1 else f"{per:,}"
+        lines.append(f"  {name:<24} {formula:<20} {times:>16} = {per * n:>10,}")
+    return "\n".join(lines)
+
+
+# ---- bench ------------------------------------------------------------------------
+def add_bench(p: argparse.ArgumentParser) -> None:
+    p.add_argument("what", choices=("train",), help="train: training throughput vs a plain reference")
+    p.add_argument("--iters", type=int, default=40, help="timed steps per measurement")
+    p.add_argument("--repeats", type=int, default=3, help="alternating measurements of each")
+    p.add_argument("--data", help="text file (default: $TINYFORMER_DATA, then cache/download)")
+
+
+def cmd_bench(a: argparse.Namespace) -> int:
+    from tinyformer.bench.train import run_benchmark
+
+    return run_benchmark(iters=a.iters, repeats=a.repeats, data=a.data)
+
+
+COMMANDS = {
+    "train": (add_train, cmd_train, "train a model (e.g. MiniGPT on Tiny Shakespeare)"),
+    "sample": (add_sample, cmd_sample, "generate text from a run folder"),
+    "info": (add_info, cmd_info, "show a run's config, parameter breakdown and progress"),
+    "bench": (add_bench, cmd_bench, "measure speed and memory"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tinyformer", description="A from-scratch Transformer lab.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (add, run, text) in COMMANDS.items():
+        p = sub.add_parser(name, help=text, description=text)
+        add(p)
+        p.set_defaults(handler=run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except UserError as e:
+        print(f"tinyformer: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tinyformer: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

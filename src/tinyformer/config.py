@@ -1,0 +1,195 @@
+"""Typed run configuration: dataclasses, TOML presets and `--set a.b=v` overrides.
+
+A run's config is a tree of dataclasses. It is built in one direction:
+defaults -> TOML preset -> `--set` overrides -> dataclass constructors, so every
+value passes through `__post_init__` validation exactly once, and an unknown key
+or a value of the wrong type ends in a `UserError` naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tinyformer.errors import UserError
+
+SCHEDULES = ("constant", "cosine")
+
+
+@dataclass
+class DataConfig:
+    path: str = ""  # text file; "" = --data, then $TINYFORMER_DATA, then cache/download
+    val_fraction: float = 0.1  # last fraction of the text held out for validation
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.val_fraction < 1.0:
+            raise UserError(f"data.val_fraction={self.val_fraction} must be in (0, 1)")
+
+
+@dataclass
+class TrainConfig:
+    max_iters: int = 3000  # optimizer steps
+    batch_size: int = 32  # sequences per micro-batch
+    grad_accum: int = 1  # micro-batches per optimizer step
+    lr: float = 3e-4  # peak learning rate
+    schedule: str = "constant"  # "constant" or "cosine" (linear warmup, cosine decay)
+    warmup_iters: int = 0  # linear warmup steps (both schedules)
+    min_lr: float = 0.0  # floor of the cosine decay
+    weight_decay: float = 0.01  # AdamW decay, applied to matrices only
+    beta1: float = 0.9  # AdamW first-moment decay
+    beta2: float = 0.999  # AdamW second-moment decay
+    grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
+    eval_interval: int = 500  # evaluate every this many steps (and at the end)
+    eval_iters: int = 100  # batches averaged per evaluation
+    log_interval: int = 10  # steps between train-loss records in metrics.jsonl
+    seed: int = 1337  # seeds model init, batches and dropout
+    device: str = "auto"  # "auto" (cuda > mps > cpu), "cpu", "cuda" or "mps"
+    compile: bool = False  # wrap the model in torch.compile
+    tensorboard: bool = False  # also write TensorBoard event files to <run>/tb
+
+    def __post_init__(self) -> None:
+        for name in ("max_iters", "batch_size", "grad_accum", "eval_interval", "log_interval"):
+            _positive(f"train.{name}", getattr(self, name))
+        _positive("train.eval_iters", self.eval_iters)
+        _positive("train.lr", self.lr)
+        if self.schedule not in SCHEDULES:
+            raise UserError(f"train.schedule={self.schedule!r} is not one of {', '.join(SCHEDULES)}")
+        if self.warmup_iters < 0 or self.min_lr < 0 or self.grad_clip < 0:
+            raise UserError("train.warmup_iters, train.min_lr and train.grad_clip must be >= 0")
+
+
+@dataclass
+class SampleConfig:
+    prompt: str = "\n"  # text the end-of-run sample.txt continues
+    tokens: int = 500  # new tokens in sample.txt
+    temperature: float = 0.8  # softmax temperature; 0 = greedy
+    top_k: int = 40  # keep the k most likely tokens; 0 = off
+    top_p: float = 1.0  # nucleus sampling mass; 1.0 = off
+    seed: int = 1  # sampling generator seed
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0 or self.top_k < 0 or not 0.0 < self.top_p <= 1.0:
+            raise UserError(
+                f"sample: temperature={self.temperature} and top_k={self.top_k} must be >= 0, "
+                f"top_p={self.top_p} must be in (0, 1]"
+            )
+
+
+@dataclass
+class RunConfig:
+    task: str  # which task builds data, model and loss (e.g. "gpt")
+    model: Any  # the task's model config dataclass
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    sample: SampleConfig = field(default_factory=SampleConfig)
+
+
+def _positive(name: str, value: float) -> None:
+    if value <= 0:
+        raise UserError(f"{name}={value} must be > 0")
+
+
+def to_dict(cfg: Any) -> dict:
+    """A config tree as plain JSON/TOML-ready data."""
+    return dataclasses.asdict(cfg)
+
+
+def build(cls: type, values: dict, where: str = "") -> Any:
+    """Construct dataclass `cls` from nested `values`, checking every key and type."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in values.items():
+        path = f"{where}{key}"
+        if key not in names:
+            known = ", ".join(sorted(names))
+            raise UserError(f"unknown config key {path!r}; {where or 'top level '}keys: {known}")
+        kind = hints[key]
+        if dataclasses.is_dataclass(kind):
+            kwargs[key] = build(kind, value, f"{path}.")
+        else:
+            kwargs[key] = _check_type(path, value, kind)
+    return cls(**kwargs)
+
+
+def _check_type(path: str, value: Any, kind: Any) -> Any:
+    """Return `value` as `kind` (int -> float is allowed) or raise naming the key."""
+    if kind is Any:
+        return value
+    allowed = typing.get_args(kind) if isinstance(kind, types.UnionType) else (kind,)
+    if value is None and type(None) in allowed:
+        return None
+    for t in allowed:
+        if t is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        if t is not type(None) and type(value) is t:
+            return value
+    names = " or ".join(getattr(t, "__name__", str(t)) for t in allowed)
+    raise UserError(f"{path} expects {names}, got {value!r}")
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """`"train.lr=1e-3"` -> (["train", "lr"], 0.001); values are TOML literals, else strings."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise UserError(f"--set {text!r} is not of the form section.key=value")
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()  # a bare word such as cpu or cosine
+    return key.strip().split("."), value
+
+
+def merge(base: dict, updates: dict, where: str = "") -> dict:
+    """Recursive dict update; a key missing from `base` is an unknown config key."""
+    out = dict(base)
+    for key, value in updates.items():
+        if key not in out:
+            known = ", ".join(sorted(out))
+            raise UserError(f"unknown config key {where + key!r}; {where or 'top level '}keys: {known}")
+        if isinstance(out[key], dict):
+            if not isinstance(value, dict):
+                raise UserError(f"{where + key} is a section; set one of its keys, e.g. {key}.<name>=...")
+            out[key] = merge(out[key], value, f"{where}{key}.")
+        else:
+            out[key] = value
+    return out
+
+
+def load_toml(path: str | Path) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"config file {str(p)!r} does not exist")
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"config file {str(p)!r} is not valid TOML: {e}") from None
+
+
+def resolve(
+    defaults: RunConfig, model_cls: type, layers: list[dict], overrides: list[str]
+) -> RunConfig:
+    """defaults <- each layer (a TOML preset or a saved config) <- `--set` overrides."""
+    values = to_dict(defaults)
+    for layer in layers:
+        values = merge(values, layer)
+    for text in overrides:
+        keys, value = parse_override(text)
+        nested: Any = value
+        for k in reversed(keys):
+            nested = {k: nested}
+        values = merge(values, nested)
+    if values["task"] != defaults.task:
+        raise UserError(f"config is for task {values['task']!r}, not {defaults.task!r}")
+    model = build(model_cls, values.pop("model"), "model.")
+    return RunConfig(model=model, **{k: _sub(k, v) for k, v in values.items()})
+
+
+def _sub(key: str, value: Any) -> Any:
+    kinds = {"data": DataConfig, "train": TrainConfig, "sample": SampleConfig}
+    return build(kinds[key], value, f"{key}.") if key in kinds else value

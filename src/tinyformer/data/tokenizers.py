@@ -1,0 +1,59 @@
+"""Character tokenizer: one id per distinct character of the training text.
+
+Saved as JSON (`{"type": "char", "chars": [...]}`) in every run folder, so a
+run can be sampled with nothing but its path.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from tinyformer.errors import UserError
+
+
+class CharTokenizer:
+    def __init__(self, chars: list[str]) -> None:
+        if len(set(chars)) != len(chars) or any(len(c) != 1 for c in chars):
+            raise ValueError("chars must be distinct single characters")
+        self.chars = list(chars)
+        self.stoi = {c: i for i, c in enumerate(self.chars)}
+
+    @classmethod
+    def from_text(cls, text: str) -> CharTokenizer:
+        return cls(sorted(set(text)))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def encode(self, text: str) -> list[int]:
+        unknown = sorted(set(text) - self.stoi.keys())
+        if unknown:
+            shown = " ".join(repr(c) for c in unknown)
+            vocab = "".join(self.chars).encode("unicode_escape").decode()
+            raise UserError(
+                f"text has {len(unknown)} character(s) outside the vocabulary: {shown}; "
+                f"the {self.vocab_size} known characters are: {vocab}"
+            )
+        return [self.stoi[c] for c in text]
+
+    def decode(self, ids: list[int] | torch.Tensor) -> str:
+        if isinstance(ids, torch.Tensor):
+            ids = ids.tolist()
+        return "".join(self.chars[i] for i in ids)
+
+    def to_dict(self) -> dict:
+        return {"type": "char", "chars": self.chars}
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), ensure_ascii=False), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> CharTokenizer:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if data.get("type") != "char":
+            raise UserError(f"{path} is not a character tokenizer (type={data.get('type')!r})")
+        return cls(data["chars"])

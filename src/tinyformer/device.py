@@ -1,0 +1,46 @@
+"""Where tensors live and in which precision: the only module that decides it.
+
+Device preference is cuda > mps > cpu. Mixed precision is bf16 autocast on
+CUDA only; CPU and MPS train in fp32.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+
+import torch
+
+from tinyformer.errors import UserError
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    """Resolve "auto" to the best available device; check an explicit choice exists."""
+    if name not in DEVICES:
+        raise UserError(f"device={name!r} is not one of {', '.join(DEVICES)}")
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UserError("device='cuda' was asked for but no CUDA GPU is visible")
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise UserError("device='mps' was asked for but MPS is not available")
+    return torch.device(name)
+
+
+def autocast(device: torch.device) -> contextlib.AbstractContextManager:
+    """bf16 autocast on CUDA; a no-op elsewhere (CPU trains in fp32)."""
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's and torch's global generators (all devices)."""
+    random.seed(seed)
+    torch.manual_seed(seed)

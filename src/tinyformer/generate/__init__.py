@@ -1,0 +1,1 @@
+"""Generation: autoregressive sampling from a language model."""

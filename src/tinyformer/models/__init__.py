@@ -1,0 +1,1 @@
+"""Models built from tinyformer's attention and layers."""

@@ -1,0 +1,74 @@
+"""Run folders: everything a finished or interrupted run left, loaded from its path alone.
+
+A run folder holds config.json, tokenizer.json, model.safetensors (latest),
+best.safetensors (best validation loss), trainer_state.pt, metrics.jsonl,
+loss.png and sample.txt (see `tinyformer.train.checkpoint` for the names).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from tinyformer import config as cfg
+from tinyformer.errors import UserError
+from tinyformer.tasks import TASKS
+from tinyformer.train import checkpoint as ckpt
+
+REQUIRED = (ckpt.CONFIG, ckpt.TOKENIZER, ckpt.WEIGHTS, ckpt.STATE)
+
+
+@dataclass
+class Run:
+    path: Path
+    config: cfg.RunConfig
+    task_cls: type
+    tokenizer: Any
+    model: nn.Module | None = None  # loaded by `load_run(..., weights=...)`
+    state: dict | None = None  # trainer_state.pt without optimizer tensors
+
+
+def check_run_dir(path: str | Path) -> Path:
+    p = Path(path)
+    if not p.is_dir():
+        raise UserError(f"run folder {str(p)!r} does not exist")
+    missing = [name for name in REQUIRED if not (p / name).is_file()]
+    if missing:
+        raise UserError(f"run folder {str(p)!r} is missing {', '.join(missing)}; is it a tinyformer run?")
+    return p
+
+
+def read_config(path: Path, overrides: list[str] = ()) -> tuple[cfg.RunConfig, type]:
+    """The resolved config saved in a run folder (+ optional `--set` overrides) and its task."""
+    saved = ckpt.load_json(path / ckpt.CONFIG)
+    task = saved.get("task") if isinstance(saved, dict) else None
+    if task not in TASKS:
+        raise UserError(f"{path / ckpt.CONFIG} names task {task!r}; known tasks: {', '.join(TASKS)}")
+    task_cls = TASKS[task]
+    return cfg.resolve(task_cls.default_config(), task_cls.model_config_cls, [saved], overrides), task_cls
+
+
+def load_run(path: str | Path, weights: str | None = "best") -> Run:
+    """Load a run; `weights` = "best", "latest" or None (config, tokenizer and state only)."""
+    p = check_run_dir(path)
+    config, task_cls = read_config(p)
+    tokenizer = task_cls.load_tokenizer(p / ckpt.TOKENIZER)
+    state = ckpt.load_state(p / ckpt.STATE)
+    state.pop("optimizer", None)
+    run = Run(p, config, task_cls, tokenizer, state=state)
+    if weights is not None:
+        if weights not in ("best", "latest"):
+            raise UserError(f"checkpoint={weights!r} is not one of best, latest")
+        file = p / ckpt.BEST if weights == "best" and (p / ckpt.BEST).is_file() else p / ckpt.WEIGHTS
+        run.model = task_cls.build_model(config.model)
+        ckpt.load_weights(run.model, file)
+        run.model.eval()
+    return run
+
+
+def best_val(run: Run) -> float:
+    return run.state.get("best_val", math.inf) if run.state else math.inf

@@ -1,0 +1,1 @@
+"""Training: one Trainer for every task, learning-rate schedules, checkpoints."""

@@ -1,0 +1,23 @@
+"""Learning-rate schedules as pure functions of the step, so resuming needs only the step.
+
+- constant: linear warmup over `warmup_iters`, then `lr`.
+- cosine:   linear warmup, then a half cosine from `lr` down to `min_lr` at `max_iters`
+            (Loshchilov & Hutter, 2017, without restarts).
+"""
+
+from __future__ import annotations
+
+import math
+
+from tinyformer.config import TrainConfig
+
+
+def lr_at(step: int, c: TrainConfig) -> float:
+    """Learning rate for optimizer step `step` (0-based)."""
+    if step < c.warmup_iters:
+        return c.lr * (step + 1) / c.warmup_iters
+    if c.schedule == "constant":
+        return c.lr
+    span = max(1, c.max_iters - c.warmup_iters)
+    progress = min(1.0, (step - c.warmup_iters) / span)
+    return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1 + math.cos(math.pi * progress))

@@ -1,0 +1,279 @@
+"""One training loop for every task.
+
+The Trainer owns optimisation (AdamW, fused where the build has it; decay on
+matrices only), the learning-rate schedule, gradient clipping and accumulation,
+bf16 autocast on CUDA, evaluation, logging (progress bar, metrics.jsonl,
+loss.png, optional TensorBoard), checkpoints and exact resume. It knows nothing
+about any model: a task object supplies batches, the loss and the evaluation.
+
+A run stopped by Ctrl-C (SIGINT) or SIGTERM saves its state at the next step
+boundary; resuming it gives the same weights as a run that was never stopped,
+because batches, dropout and the schedule depend only on saved state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from tinyformer.config import TrainConfig
+from tinyformer.device import autocast, pick_device
+from tinyformer.errors import UserError
+from tinyformer.train import checkpoint as ckpt
+from tinyformer.train.plots import plot_losses, read_metrics
+from tinyformer.train.schedules import lr_at
+
+
+class Task(Protocol):
+    def train_batch(self, batch_size: int, generator: torch.Generator) -> Any: ...
+
+    def training_step(self, model: nn.Module, batch: Any) -> tuple[torch.Tensor, dict[str, float]]: ...
+
+    def evaluate(
+        self, model: nn.Module, iters: int, batch_size: int, generator: torch.Generator
+    ) -> dict[str, float]:  # must contain "loss"
+        ...
+
+    def batch_tokens(self, batch: Any) -> int: ...
+
+
+@dataclass
+class FitResult:
+    status: str  # "finished", "stopped" (fit(until=...)) or "interrupted" (a signal)
+    step: int  # optimizer steps done in total
+    best_val: float  # lowest validation loss seen (inf before the first evaluation)
+    train_seconds: float  # time spent in training steps, evaluations excluded
+
+
+def make_optimizer(model: nn.Module, c: TrainConfig) -> torch.optim.Optimizer:
+    """AdamW with weight decay on matrices (dim >= 2) only; fused kernel where available."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": c.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    try:
+        return torch.optim.AdamW(groups, lr=c.lr, betas=(c.beta1, c.beta2), fused=True)
+    except (RuntimeError, TypeError):  # no fused kernel for this device/build
+        return torch.optim.AdamW(groups, lr=c.lr, betas=(c.beta1, c.beta2))
+
+
+def to_device(batch: Any, device: torch.device) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(to_device(b, device) for b in batch)
+    if isinstance(batch, dict):
+        return {k: to_device(v, device) for k, v in batch.items()}
+    return batch
+
+
+class Trainer:
+    def __init__(
+        self,
+        model: nn.Module,
+        task: Task,
+        config: TrainConfig,
+        run_dir: str | Path,
+        *,
+        resume: bool = False,
+        progress: bool = True,
+    ) -> None:
+        self.c, self.task, self.run_dir, self.progress = config, task, Path(run_dir), progress
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.device = pick_device(config.device)
+        self.model = model.to(self.device)  # the module whose weights are saved
+        self.forward = torch.compile(model) if config.compile else model  # what runs batches
+        self.optimizer = make_optimizer(self.model, config)
+        self.data_rng = torch.Generator().manual_seed(config.seed)
+        self.step, self.best_val, self.train_seconds, self.tokens_seen = 0, math.inf, 0.0, 0
+        self.step_seconds: list[float] = []  # duration of each step run by this process
+        self._signal: int | None = None
+        self._tb = None
+        if resume:
+            self._load()
+
+    # ---- the loop ------------------------------------------------------------
+    def fit(self, until: int | None = None) -> FitResult:
+        """Train to `max_iters` (or stop early after step `until`, saving a resumable state)."""
+        end = self.c.max_iters if until is None else min(until, self.c.max_iters)
+        status = "finished"
+        window: list[tuple[float, int, float, dict]] = []  # (loss, tokens, seconds, metrics)
+        self.model.train()
+        with self._catch_signals(), self._bar(end) as bar:
+            while self.step < end:
+                window.append(self._train_step())
+                self.step += 1
+                if self.step % self.c.log_interval == 0 or self.step == end:
+                    self._log_train(window, bar)
+                    window = []
+                if self.step % self.c.eval_interval == 0 or self.step == self.c.max_iters:
+                    self._evaluate(bar)
+                bar.update(1)
+                if self._signal is not None:
+                    status = "interrupted"
+                    break
+            if status != "interrupted" and self.step < self.c.max_iters:
+                status = "stopped"
+            if status != "finished":  # a finished run was saved by its last evaluation
+                self.save()
+        self._close_tensorboard()
+        return FitResult(status, self.step, self.best_val, self.train_seconds)
+
+    def _train_step(self) -> tuple[float, int, float, dict]:
+        """One optimizer step over `grad_accum` micro-batches -> (loss, tokens, seconds, metrics)."""
+        c = self.c
+        lr = lr_at(self.step, c)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        t0 = time.perf_counter()
+        loss_sum, tokens, metrics = 0.0, 0, {}
+        for _ in range(c.grad_accum):
+            batch = to_device(self.task.train_batch(c.batch_size, self.data_rng), self.device)
+            with autocast(self.device):
+                loss, m = self.task.training_step(self.forward, batch)
+            (loss / c.grad_accum).backward()
+            loss_sum += loss.item() / c.grad_accum
+            tokens += self.task.batch_tokens(batch)
+            metrics = {k: metrics.get(k, 0.0) + v / c.grad_accum for k, v in m.items()}
+        if c.grad_clip > 0:
+            nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        dt = time.perf_counter() - t0
+        self.step_seconds.append(dt)
+        self.train_seconds += dt
+        self.tokens_seen += tokens
+        return loss_sum, tokens, dt, {"lr": lr, **metrics}
+
+    # ---- evaluation, logging --------------------------------------------------
+    def evaluate(self) -> dict[str, float]:
+        """Task evaluation in eval mode on the same seeded batches every time."""
+        self.model.eval()
+        with torch.no_grad(), autocast(self.device):
+            g = torch.Generator().manual_seed(self.c.seed + 1)
+            result = self.task.evaluate(self.forward, self.c.eval_iters, self.c.batch_size, g)
+        self.model.train()
+        return result
+
+    def _evaluate(self, bar) -> None:
+        t0 = time.perf_counter()
+        result = self.evaluate()
+        val = result["loss"]
+        improved = val < self.best_val
+        if improved:
+            self.best_val = val
+            ckpt.save_weights(self.model, self.run_dir / ckpt.BEST)
+        self._record({"split": "val", **result}, bar)
+        self.save()
+        mark = " (best, saved)" if improved else ""
+        bar.write(
+            f"step {self.step:>6}: val loss {val:.4f}{mark} | "
+            f"{self.train_seconds:.0f} s training, eval {time.perf_counter() - t0:.1f} s"
+        )
+
+    def _log_train(self, window: list, bar) -> None:
+        seconds = sum(w[2] for w in window)
+        tps = sum(w[1] for w in window) / max(seconds, 1e-9)
+        loss = sum(w[0] for w in window) / len(window)
+        extra = {k: sum(w[3][k] for w in window) / len(window) for k in window[-1][3]}
+        self._record({"split": "train", "loss": loss, "tokens_per_s": tps, **extra}, bar)
+        bar.set_postfix(loss=f"{loss:.3f}", lr=f"{extra['lr']:.2e}", tok_s=f"{tps:,.0f}", refresh=False)
+
+    def _record(self, row: dict, bar) -> None:
+        row = {"step": self.step, **row, "train_seconds": round(self.train_seconds, 3)}
+        with open(self.run_dir / ckpt.METRICS, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        if self.c.tensorboard:
+            self._tensorboard(row)
+
+    def _tensorboard(self, row: dict) -> None:
+        if self._tb is None:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:
+                raise UserError("--tensorboard needs the tensorboard package: pip install tensorboard") from None
+            self._tb = SummaryWriter(str(self.run_dir / "tb"), purge_step=self.step)
+        for key, value in row.items():
+            if key not in ("step", "split") and isinstance(value, (int, float)):
+                self._tb.add_scalar(f"{row['split']}/{key}", value, self.step)
+
+    def _close_tensorboard(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+
+    # ---- checkpoints ------------------------------------------------------------
+    def save(self) -> None:
+        """Latest weights + everything needed to resume, then refresh loss.png."""
+        rng = {"torch": torch.get_rng_state(), "data": self.data_rng.get_state()}
+        if self.device.type == "cuda":
+            rng["cuda"] = torch.cuda.get_rng_state(self.device)
+        state = {
+            "step": self.step,
+            "best_val": self.best_val,
+            "train_seconds": self.train_seconds,
+            "tokens_seen": self.tokens_seen,
+            "optimizer": self.optimizer.state_dict(),
+            "rng": rng,
+        }
+        ckpt.save_weights(self.model, self.run_dir / ckpt.WEIGHTS)
+        ckpt.save_state(state, self.run_dir / ckpt.STATE)
+        plot_losses(self.run_dir / ckpt.METRICS, self.run_dir / ckpt.LOSS_PNG, self.run_dir.name)
+
+    def _load(self) -> None:
+        ckpt.load_weights(self.model, self.run_dir / ckpt.WEIGHTS)
+        state = ckpt.load_state(self.run_dir / ckpt.STATE)
+        self.optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["rng"]["torch"])
+        self.data_rng.set_state(state["rng"]["data"])
+        if "cuda" in state["rng"] and self.device.type == "cuda":
+            torch.cuda.set_rng_state(state["rng"]["cuda"], self.device)
+        self.step, self.best_val = state["step"], state["best_val"]
+        self.train_seconds, self.tokens_seen = state["train_seconds"], state["tokens_seen"]
+        rows = [r for r in read_metrics(self.run_dir / ckpt.METRICS) if r["step"] <= self.step]
+        text = "".join(json.dumps(r) + "\n" for r in rows)  # drop rows past the checkpoint
+        ckpt.atomic_write(self.run_dir / ckpt.METRICS, lambda t: t.write_text(text))
+
+    # ---- signals and progress ---------------------------------------------------
+    @contextlib.contextmanager
+    def _catch_signals(self) -> Iterator[None]:
+        """First SIGINT/SIGTERM: finish the step, save, return. A second one aborts."""
+
+        def handler(signum, frame):
+            if self._signal is not None:
+                raise KeyboardInterrupt
+            self._signal = signum
+
+        self._signal = None
+        try:
+            old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        except ValueError:  # not the main thread: signals cannot be caught here
+            old = {}
+        try:
+            yield
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+
+    def _bar(self, end: int):
+        from tqdm import tqdm
+
+        return tqdm(
+            total=end,
+            initial=self.step,
+            unit="step",
+            dynamic_ncols=True,
+            disable=None if self.progress else True,  # None: off when not a terminal
+            mininterval=0.5,
+        )
