@@ -46,7 +46,6 @@ def resolve_path(explicit: str | None = None, download=None) -> Path:
 
 
 def _download(dest: Path) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
     try:
         with urllib.request.urlopen(URL, timeout=30) as r:
             payload = r.read()
@@ -62,6 +61,7 @@ def verify_and_store(payload: bytes, dest: Path) -> None:
     digest = hashlib.sha256(payload).hexdigest()
     if digest != SHA256:
         raise UserError(f"downloaded file has sha256 {digest}, expected {SHA256}; not saved")
+    dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_suffix(".part")
     tmp.write_bytes(payload)
     os.replace(tmp, dest)

@@ -1,0 +1,72 @@
+import pytest
+import torch
+
+from tinyformer.errors import UserError
+from tinyformer.models.gpt import GPTConfig, MiniGPT, param_breakdown, param_count
+
+
+@pytest.mark.parametrize("backend", ["sdpa", "manual"])
+def test_future_tokens_do_not_change_past_logits(tiny_gpt_config, backend):
+    torch.manual_seed(0)
+    cfg = GPTConfig(**{**tiny_gpt_config.__dict__, "backend": backend})
+    model = MiniGPT(cfg).eval()
+    idx = torch.randint(0, cfg.vocab_size, (3, 12))
+    t = 5
+    changed = idx.clone()
+    changed[:, t + 1 :] = (idx[:, t + 1 :] + 1) % cfg.vocab_size
+    a, b = model(idx).logits, model(changed).logits
+    torch.testing.assert_close(a[:, : t + 1], b[:, : t + 1], atol=1e-6, rtol=0)
+    assert not torch.allclose(a[:, t + 1 :], b[:, t + 1 :], atol=1e-4)  # the test can see a change
+
+
+def test_backends_give_the_same_logits(tiny_gpt_config):
+    torch.manual_seed(0)
+    fast = MiniGPT(tiny_gpt_config).eval()
+    slow = MiniGPT(GPTConfig(**{**tiny_gpt_config.__dict__, "backend": "manual"})).eval()
+    slow.load_state_dict(fast.state_dict())
+    idx = torch.randint(0, tiny_gpt_config.vocab_size, (2, 16))
+    torch.testing.assert_close(fast(idx).logits, slow(idx).logits, atol=1e-5, rtol=0)
+
+
+def test_seed_recipe_has_824832_parameters():
+    cfg = GPTConfig(vocab_size=65)
+    assert param_count(cfg) == 824_832
+    assert sum(p.numel() for p in MiniGPT(cfg).parameters()) == 824_832
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(vocab_size=65),
+        dict(vocab_size=100, n_layer=1, n_head=1),
+        dict(vocab_size=7, block_size=33, n_layer=3, n_head=2, n_embd=24, mlp_ratio=2),
+        dict(vocab_size=65, n_layer=8, n_embd=256, qkv_bias=True),
+    ],
+)
+def test_parameter_formula_equals_count(kw):
+    cfg = GPTConfig(**kw)
+    counted = sum(p.numel() for p in MiniGPT(cfg).parameters())
+    assert param_count(cfg) == counted
+    assert {name for name, *_ in param_breakdown(cfg)} >= {"token embedding", "block attention", "block MLP"}
+
+
+def test_output_dataclass_and_attention_weights(tiny_gpt):
+    idx = torch.randint(0, 11, (2, 10))
+    out = tiny_gpt(idx)
+    assert out.logits.shape == (2, 10, 11) and out.loss is None and out.attentions is None
+    out = tiny_gpt(idx, idx, need_weights=True)
+    assert out.loss.ndim == 0
+    assert len(out.attentions) == 2 and out.attentions[0].shape == (2, 2, 10, 10)
+    assert torch.all(out.attentions[1].triu(1) == 0)  # causal: nothing above the diagonal
+
+
+def test_context_longer_than_block_is_refused(tiny_gpt):
+    with pytest.raises(ValueError, match="exceeds block_size=16"):
+        tiny_gpt(torch.zeros(1, 17, dtype=torch.long))
+
+
+def test_config_validation_names_the_field():
+    with pytest.raises(UserError, match="model.n_embd=130 is not divisible by model.n_head=4"):
+        GPTConfig(n_embd=130, n_head=4)
+    with pytest.raises(UserError, match="model.backend='flash'"):
+        GPTConfig(backend="flash")

@@ -1,0 +1,64 @@
+import pytest
+
+from tinyformer import config as cfg
+from tinyformer.errors import UserError
+from tinyformer.models.gpt import GPTConfig
+from tinyformer.tasks import GPTTask
+
+
+def resolve(layers=(), overrides=()):
+    return cfg.resolve(GPTTask.default_config(), GPTConfig, list(layers), list(overrides))
+
+
+def test_defaults_are_the_seed_recipe():
+    c = resolve()
+    assert (c.model.block_size, c.model.n_layer, c.model.n_head, c.model.n_embd) == (128, 4, 4, 128)
+    assert (c.train.batch_size, c.train.lr, c.train.max_iters, c.train.schedule) == (32, 3e-4, 3000, "constant")
+
+
+def test_toml_then_overrides_with_types(tmp_path):
+    p = tmp_path / "p.toml"
+    p.write_text('task = "gpt"\n[model]\nn_layer = 2\n[train]\nlr = 1e-3\nmax_iters = 10\n')
+    c = resolve([cfg.load_toml(p)], ["model.n_layer=1", "train.lr=2", "train.schedule=cosine", "sample.prompt=ROMEO:"])
+    assert c.model.n_layer == 1
+    assert c.train.lr == 2.0 and isinstance(c.train.lr, float)  # int accepted for float
+    assert c.train.max_iters == 10 and c.train.schedule == "cosine" and c.sample.prompt == "ROMEO:"
+
+
+def test_unknown_key_names_it_and_lists_the_known_ones():
+    with pytest.raises(UserError, match=r"unknown config key 'model.n_layr'.*n_layer"):
+        resolve(overrides=["model.n_layr=2"])
+    with pytest.raises(UserError, match="unknown config key 'trian'"):
+        resolve(overrides=["trian.lr=1"])
+
+
+def test_wrong_type_names_key_and_value():
+    with pytest.raises(UserError, match="train.max_iters expects int, got 'abc'"):
+        resolve(overrides=["train.max_iters=abc"])
+    with pytest.raises(UserError, match="train.max_iters expects int, got 1.5"):
+        resolve(overrides=["train.max_iters=1.5"])
+    with pytest.raises(UserError, match="model.qkv_bias expects bool"):
+        resolve(overrides=["model.qkv_bias=1"])
+
+
+def test_validation_runs_on_overridden_values():
+    with pytest.raises(UserError, match="model.n_embd=130 is not divisible by model.n_head=4"):
+        resolve(overrides=["model.n_embd=130"])
+    with pytest.raises(UserError, match="train.schedule='linear'"):
+        resolve(overrides=["train.schedule=linear"])
+
+
+def test_malformed_override_and_missing_preset(tmp_path):
+    with pytest.raises(UserError, match="not of the form"):
+        resolve(overrides=["model.n_layer"])
+    with pytest.raises(UserError, match="does not exist"):
+        cfg.load_toml(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[model\n")
+    with pytest.raises(UserError, match="not valid TOML"):
+        cfg.load_toml(bad)
+
+
+def test_round_trip_through_dict():
+    c = resolve(overrides=["model.n_layer=3"])
+    assert resolve([cfg.to_dict(c)]) == c

@@ -1,0 +1,62 @@
+import pickle
+
+import pytest
+import torch
+
+from tinyformer.errors import UserError
+from tinyformer.models.gpt import GPTConfig, MiniGPT
+from tinyformer.train import checkpoint as ckpt
+
+
+def small():
+    return MiniGPT(GPTConfig(vocab_size=9, block_size=8, n_layer=1, n_head=1, n_embd=8))
+
+
+def test_weights_round_trip_and_leave_no_temp_file(tmp_path):
+    torch.manual_seed(0)
+    a, b = small(), small()
+    ckpt.save_weights(a, tmp_path / "w.safetensors")
+    ckpt.load_weights(b, tmp_path / "w.safetensors")
+    assert all(torch.equal(a.state_dict()[k], b.state_dict()[k]) for k in a.state_dict())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.safetensors"]
+
+
+def test_failed_write_keeps_the_old_file(tmp_path):
+    target = tmp_path / "state.pt"
+    ckpt.save_state({"step": 1}, target)
+
+    def broken(tmp):
+        tmp.write_bytes(b"half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError):
+        ckpt.atomic_write(target, broken)
+    assert ckpt.load_state(target) == {"step": 1}
+
+
+def test_corrupt_or_mismatched_checkpoints_are_user_errors(tmp_path):
+    (tmp_path / "bad.safetensors").write_bytes(b"\x00" * 20)
+    with pytest.raises(UserError, match="bad.safetensors is corrupt"):
+        ckpt.load_weights(small(), tmp_path / "bad.safetensors")
+    other = MiniGPT(GPTConfig(vocab_size=9, block_size=8, n_layer=2, n_head=1, n_embd=8))
+    ckpt.save_weights(other, tmp_path / "other.safetensors")
+    with pytest.raises(UserError, match="does not fit the model"):
+        ckpt.load_weights(small(), tmp_path / "other.safetensors")
+    (tmp_path / "bad.pt").write_bytes(b"PK\x03\x04 truncated")
+    with pytest.raises(UserError, match="bad.pt is corrupt"):
+        ckpt.load_state(tmp_path / "bad.pt")
+    with pytest.raises(UserError, match="missing"):
+        ckpt.load_state(tmp_path / "absent.pt")
+
+
+class Evil:
+    def __reduce__(self):
+        return (print, ("pickle code ran",))
+
+
+def test_trainer_state_is_loaded_without_running_pickled_code(tmp_path):
+    path = tmp_path / "evil.pt"
+    torch.save({"x": Evil()}, path)
+    with pytest.raises(UserError, match="corrupt"):
+        ckpt.load_state(path)
+    assert pickle.loads(pickle.dumps(1)) == 1

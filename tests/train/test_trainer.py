@@ -1,0 +1,153 @@
+import json
+import os
+import signal
+
+import torch
+
+from tests.conftest import tiny_run_config
+from tinyformer.config import TrainConfig
+from tinyformer.device import seed_everything
+from tinyformer.models.gpt import GPTConfig, MiniGPT
+from tinyformer.tasks import GPTTask
+from tinyformer.train import checkpoint as ckpt
+from tinyformer.train.trainer import Trainer
+
+
+class FixedBatch:
+    """A task that always trains on the same batch (and evaluates on it)."""
+
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def train_batch(self, batch_size, generator):
+        return self.x, self.y
+
+    def training_step(self, model, batch):
+        return model(*batch).loss, {}
+
+    def evaluate(self, model, iters, batch_size, generator):
+        return {"loss": model(self.x, self.y).loss.item()}
+
+    def batch_tokens(self, batch):
+        return batch[0].numel()
+
+
+def test_trainer_overfits_one_batch(tmp_path):
+    torch.manual_seed(0)
+    model = MiniGPT(GPTConfig(vocab_size=20, block_size=16, n_layer=2, n_head=2, n_embd=32, dropout=0.0))
+    x = torch.randint(0, 20, (4, 16))
+    y = torch.randint(0, 20, (4, 16))
+    cfg = TrainConfig(max_iters=200, lr=3e-3, eval_interval=200, eval_iters=1, device="cpu")
+    result = Trainer(model, FixedBatch(x, y), cfg, tmp_path, progress=False).fit()
+    assert result.status == "finished"
+    assert result.best_val < 0.1
+
+
+def make_trainer(text_file, run_dir, resume=False, **train):
+    cfg = tiny_run_config(text_file, **train)
+    seed_everything(cfg.train.seed)
+    task = GPTTask(cfg)
+    model = GPTTask.build_model(cfg.model)
+    return Trainer(model, task, cfg.train, run_dir, resume=resume, progress=False)
+
+
+def weights(trainer):
+    return {k: v.clone() for k, v in trainer.model.state_dict().items()}
+
+
+def test_stopped_and_resumed_run_equals_uninterrupted_run(text_file, tmp_path):
+    full = make_trainer(text_file, tmp_path / "full")
+    assert full.fit().status == "finished"
+    part = make_trainer(text_file, tmp_path / "part")
+    assert part.fit(until=5).status == "stopped"  # between evaluations, mid log window
+    resumed = make_trainer(text_file, tmp_path / "part", resume=True)
+    assert resumed.step == 5
+    assert resumed.fit().status == "finished"
+    a, b = weights(full), weights(resumed)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert resumed.best_val == full.best_val
+
+
+class SignalAt(GPTTask):
+    """Sends SIGINT to this process during one training step, like Ctrl-C would."""
+
+    at, calls = 3, 0
+
+    def training_step(self, model, batch):
+        SignalAt.calls += 1
+        if SignalAt.calls == self.at:
+            os.kill(os.getpid(), signal.SIGINT)
+        return super().training_step(model, batch)
+
+
+def test_sigint_saves_a_checkpoint_that_resumes_exactly(text_file, tmp_path):
+    full = make_trainer(text_file, tmp_path / "full")
+    full.fit()
+    cfg = tiny_run_config(text_file)
+    seed_everything(cfg.train.seed)
+    SignalAt.calls = 0
+    task = SignalAt(cfg)
+    t = Trainer(GPTTask.build_model(cfg.model), task, cfg.train, tmp_path / "sig", progress=False)
+    result = t.fit()
+    assert result.status == "interrupted" and result.step == 3  # the step in flight was finished
+    assert ckpt.load_state(tmp_path / "sig" / ckpt.STATE)["step"] == 3
+    assert (tmp_path / "sig" / ckpt.LOSS_PNG).is_file()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+    resumed = make_trainer(text_file, tmp_path / "sig", resume=True)
+    resumed.fit()
+    a, b = weights(full), weights(resumed)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_gradient_accumulation_matches_a_larger_batch(text_file, tmp_path):
+    big = make_trainer(text_file, tmp_path / "big", batch_size=8, max_iters=3)
+    small = make_trainer(text_file, tmp_path / "acc", batch_size=4, grad_accum=2, max_iters=3)
+    for t in (big, small):
+        t.model.drop.p = 0.0  # dropout masks differ between one batch of 8 and two of 4
+        for block in t.model.blocks:
+            block.drop.p = block.mlp.drop.p = 0.0
+        t.fit()
+    a, b = weights(big), weights(small)
+    assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
+
+
+class ScriptedVal(GPTTask):
+    """Validation losses follow a script, to check which weights become best.safetensors."""
+
+    script = [3.0, 1.0, 2.0]
+
+    def evaluate(self, model, iters, batch_size, generator):
+        self.snapshots = getattr(self, "snapshots", []) + [{k: v.clone() for k, v in model.state_dict().items()}]
+        return {"loss": self.script[len(self.snapshots) - 1]}
+
+
+def test_best_checkpoint_is_kept_apart_from_the_latest(text_file, tmp_path):
+    cfg = tiny_run_config(text_file)  # 12 steps, evaluations at 4, 8, 12
+    seed_everything(cfg.train.seed)
+    task = ScriptedVal(cfg)
+    t = Trainer(GPTTask.build_model(cfg.model), task, cfg.train, tmp_path, progress=False)
+    assert t.fit().best_val == 1.0
+    best = GPTTask.build_model(cfg.model)
+    ckpt.load_weights(best, tmp_path / ckpt.BEST)
+    assert all(torch.equal(best.state_dict()[k], task.snapshots[1][k]) for k in task.snapshots[1])
+    latest = GPTTask.build_model(cfg.model)
+    ckpt.load_weights(latest, tmp_path / ckpt.WEIGHTS)
+    assert all(torch.equal(latest.state_dict()[k], task.snapshots[2][k]) for k in task.snapshots[2])
+    rows = [json.loads(line) for line in (tmp_path / ckpt.METRICS).read_text().splitlines()]
+    assert [r["loss"] for r in rows if r["split"] == "val"] == [3.0, 1.0, 2.0]
+    assert [r["step"] for r in rows if r["split"] == "train"] == [2, 4, 6, 8, 10, 12]
+
+
+def test_tensorboard_events_hold_the_logged_metrics(text_file, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    t = make_trainer(text_file, tmp_path, tensorboard=True)
+    t.fit()
+    acc = EventAccumulator(str(tmp_path / "tb"))
+    acc.Reload()
+    tb = [(e.step, e.value) for e in acc.Scalars("val/loss")]
+    rows = [json.loads(line) for line in (tmp_path / ckpt.METRICS).read_text().splitlines()]
+    logged = [(r["step"], r["loss"]) for r in rows if r["split"] == "val"]
+    assert [s for s, _ in tb] == [s for s, _ in logged] == [4, 8, 12]
+    assert all(abs(a[1] - b[1]) < 1e-6 for a, b in zip(tb, logged))
+    assert "train/lr" in acc.Tags()["scalars"]
