@@ -1,0 +1,1 @@
+"""Benchmarks that print speed and memory figures (never timed assertions in tests)."""

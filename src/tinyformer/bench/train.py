@@ -1,0 +1,130 @@
+"""Training throughput of the seed recipe: tinyformer's Trainer vs a plain reference.
+
+Each measurement runs in a fresh process (so its peak RSS is its own), and the
+two implementations alternate (reference, tinyformer, reference, ...) so that
+noise on a shared machine hits both alike. Per measurement: the median step
+time over `iters` steps after `warmup` untimed ones -> tokens per second.
+Reported: per-pair ratios, the median of each, and peak RSS.
+
+    tinyformer bench train [--iters 40] [--repeats 3]
+    python -m tinyformer.bench.train --impl tinyformer --iters 40   # one worker
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+IMPLS = ("reference", "tinyformer")
+WARMUP = 5
+
+
+def _seed_recipe():
+    from tinyformer import config as cfg
+    from tinyformer.tasks import GPTTask
+
+    return cfg.resolve(GPTTask.default_config(), GPTTask.model_config_cls, [], [])
+
+
+def _measure_tinyformer(config, iters: int) -> list[float]:
+    from tinyformer.tasks import GPTTask
+    from tinyformer.train.trainer import Trainer
+
+    torch.manual_seed(config.train.seed)
+    task = GPTTask(config)
+    model = GPTTask.build_model(config.model)
+    with tempfile.TemporaryDirectory() as run_dir:
+        trainer = Trainer(model, task, config.train, run_dir, progress=False)
+        trainer.fit(until=WARMUP + iters)  # stops before any evaluation
+        return trainer.step_seconds[WARMUP:]
+
+
+def _measure_reference(config, iters: int) -> list[float]:
+    from tinyformer.bench.reference import RefGPT, reference_optimizer
+    from tinyformer.tasks import GPTTask
+
+    torch.manual_seed(config.train.seed)
+    task = GPTTask(config)  # the same data and batches
+    m, c = config.model, config.train
+    model = RefGPT(m.vocab_size, m.block_size, m.n_embd, m.n_head, m.n_layer, m.dropout)
+    opt = reference_optimizer(model, c.lr)
+    g = torch.Generator().manual_seed(c.seed)
+    times = []
+    for _ in range(WARMUP + iters):
+        t0 = time.perf_counter()
+        x, y = task.train_batch(c.batch_size, g)
+        loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        times.append(time.perf_counter() - t0)
+    return times[WARMUP:]
+
+
+def worker(impl: str, iters: int, data: str | None) -> dict:
+    """One measurement in this process -> {"impl", "tokens_per_s", "peak_rss_mb"}."""
+    config = _seed_recipe()
+    config.data.path = data or ""
+    measure = _measure_tinyformer if impl == "tinyformer" else _measure_reference
+    times = measure(config, iters)
+    tokens = config.train.batch_size * config.model.block_size
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+    return {"impl": impl, "tokens_per_s": tokens / statistics.median(times), "peak_rss_mb": rss_mb}
+
+
+def _spawn(impl: str, iters: int, data: str | None) -> dict:
+    cmd = [sys.executable, "-m", "tinyformer.bench.train", "--impl", impl, "--iters", str(iters)]
+    cmd += ["--data", data] if data else []
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"benchmark worker failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_benchmark(iters: int = 40, repeats: int = 3, data: str | None = None) -> int:
+    """Alternate the two implementations `repeats` times and print the comparison."""
+    from tqdm import tqdm
+
+    c = _seed_recipe()
+    print(
+        f"seed recipe: block {c.model.block_size}, batch {c.train.batch_size}, {c.model.n_layer} layers, "
+        f"{c.model.n_head} heads, width {c.model.n_embd}, dropout {c.model.dropout}; "
+        f"{iters} timed steps after {WARMUP} warm-up, {repeats} alternating repeats"
+    )
+    print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}")
+    rows = []
+    for _ in tqdm(range(repeats), desc="bench", unit="pair"):
+        rows.append({impl: _spawn(impl, iters, data) for impl in IMPLS})
+    print(f"\n{'pair':>4} {'reference tok/s':>16} {'tinyformer tok/s':>17} {'ratio':>7}")
+    for i, r in enumerate(rows):
+        ref, ours = r["reference"]["tokens_per_s"], r["tinyformer"]["tokens_per_s"]
+        print(f"{i + 1:>4} {ref:>16,.0f} {ours:>17,.0f} {ours / ref:>6.3f}x")
+    med = {impl: statistics.median(r[impl]["tokens_per_s"] for r in rows) for impl in IMPLS}
+    ratio = statistics.median(r["tinyformer"]["tokens_per_s"] / r["reference"]["tokens_per_s"] for r in rows)
+    rss = {impl: max(r[impl]["peak_rss_mb"] for r in rows) for impl in IMPLS}
+    print(f"\nmedian tokens/s: reference {med['reference']:,.0f}, tinyformer {med['tinyformer']:,.0f}")
+    print(f"median ratio tinyformer/reference: {ratio:.3f}x")
+    print(f"peak RSS of one training process: reference {rss['reference']:.0f} MB, tinyformer {rss['tinyformer']:.0f} MB")
+    return 0
+
+
+def _main() -> None:
+    p = argparse.ArgumentParser(description="one benchmark measurement (used by `tinyformer bench train`)")
+    p.add_argument("--impl", choices=IMPLS, required=True)
+    p.add_argument("--iters", type=int, default=40)
+    p.add_argument("--data")
+    a = p.parse_args()
+    print(json.dumps(worker(a.impl, a.iters, a.data)))
+
+
+if __name__ == "__main__":
+    _main()

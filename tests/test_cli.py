@@ -1,0 +1,144 @@
+"""The command line: --help everywhere, one-line user errors with exit code 2, and an
+end-to-end train -> sample -> info on a slice of text."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tinyformer.cli import COMMANDS, main
+
+TINY = ["--set", "model.n_layer=1", "--set", "model.n_embd=16", "--set", "model.n_head=2", "--set", "model.block_size=32"]
+FAST = ["--set", "train.batch_size=4", "--set", "train.eval_iters=2", "--set", "train.eval_interval=10", "--device", "cpu"]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tinyformer", *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_help_for_every_subcommand(command):
+    r = cli(*([command] if command else []), "--help")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("usage: tinyformer")
+    for name in COMMANDS if command is None else []:
+        assert name in r.stdout
+
+
+def user_error(capsys, *args: str) -> str:
+    """Run the CLI in-process; assert exit code 2 and exactly one line on stderr; return it."""
+    assert main(list(args)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("tinyformer: error: ")
+    return err
+
+
+def test_config_mistakes_are_one_line_errors(capsys, text_file):
+    d = ["--data", str(text_file)]
+    assert "'model.n_layr'" in user_error(capsys, "train", "gpt", *d, "--set", "model.n_layr=2")
+    assert "train.max_iters expects int, got 'ten'" in user_error(capsys, "train", "gpt", *d, "--set", "train.max_iters=ten")
+    assert "n_embd=130 is not divisible by model.n_head=4" in user_error(
+        capsys, "train", "gpt", *d, "--set", "model.n_embd=130"
+    )
+    assert "does not exist" in user_error(capsys, "train", "gpt", "--config", "no/such.toml")
+
+
+def test_data_mistakes_are_one_line_errors(capsys, tmp_path):
+    assert "missing.txt" in user_error(capsys, "train", "gpt", "--data", str(tmp_path / "missing.txt"))
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("Ça va, garçon?".encode("latin-1") * 100)
+    assert "not UTF-8" in user_error(capsys, "train", "gpt", "--data", str(latin))
+    short = tmp_path / "short.txt"
+    short.write_text("To be, or not to be." * 20)
+    assert "fewer than model.block_size + 1 = 129" in user_error(capsys, "train", "gpt", "--data", str(short))
+
+
+def test_run_folder_mistakes_are_one_line_errors(capsys, tmp_path):
+    assert "does not exist" in user_error(capsys, "sample", str(tmp_path / "nope"))
+    (tmp_path / "config.json").write_text("{}")
+    assert "is missing tokenizer.json" in user_error(capsys, "info", str(tmp_path))
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """One ~30-step run on a slice, shared by the end-to-end tests below."""
+    src = os.environ.get("TINYFORMER_DATA")
+    from tests.conftest import SYNTHETIC
+
+    text = Path(src).read_text(encoding="utf-8")[:60_000] if src else SYNTHETIC * 3
+    root = tmp_path_factory.mktemp("e2e")
+    (root / "slice.txt").write_text(text, encoding="utf-8")
+    r = cli("train", "gpt", "--data", str(root / "slice.txt"), *TINY, *FAST, "--set", "train.max_iters=30",
+            "--set", "sample.tokens=50", "--out", str(root / "run"))
+    assert r.returncode == 0, r.stderr
+    assert "done: step 30" in r.stdout
+    return root / "run"
+
+
+@pytest.mark.slow
+def test_train_writes_a_self_describing_run_folder(trained):
+    names = {p.name for p in trained.iterdir()}
+    assert {"config.json", "tokenizer.json", "model.safetensors", "best.safetensors", "trainer_state.pt",
+            "metrics.jsonl", "loss.png", "sample.txt"} <= names
+    assert not [n for n in names if n.endswith(".tmp")]
+    config = json.loads((trained / "config.json").read_text())
+    assert config["model"]["n_layer"] == 1 and config["model"]["vocab_size"] > 0
+    rows = [json.loads(line) for line in (trained / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if r["split"] == "val"] == [10, 20, 30]
+    import matplotlib.image
+
+    png = matplotlib.image.imread(trained / "loss.png")
+    assert png.ndim == 3 and png.shape[0] > 200 and png.shape[1] > 300
+    assert len((trained / "sample.txt").read_text()) == 51  # prompt "\n" + 50 characters
+
+
+@pytest.mark.slow
+def test_sample_and_info(trained, capsys):
+    r = cli("sample", str(trained), "--prompt", "ROMEO:", "--tokens", "40", "--seed", "3", "--top-p", "0.9")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("ROMEO:") and len(r.stdout.rstrip("\n")) >= 40
+    again = cli("sample", str(trained), "--prompt", "ROMEO:", "--tokens", "40", "--seed", "3", "--top-p", "0.9")
+    assert again.stdout == r.stdout  # seeded
+    info = cli("info", str(trained))
+    assert info.returncode == 0, info.stderr
+    assert "step 30/30" in info.stdout and "best val loss" in info.stdout
+    assert "by formula" in info.stdout and "MISMATCH" not in info.stdout and "n_layer = 1" in info.stdout
+    err = user_error(capsys, "sample", str(trained), "--prompt", "ROMEO§ñ")
+    assert "'§'" in err and "'ñ'" in err
+
+
+@pytest.mark.slow
+def test_corrupt_checkpoint_is_a_one_line_error(trained, tmp_path, capsys):
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(trained, broken)
+    (broken / "best.safetensors").write_bytes(b"garbage")
+    assert "best.safetensors is corrupt" in user_error(capsys, "sample", str(broken))
+
+
+@pytest.mark.slow
+def test_sigint_saves_and_resume_finishes(tmp_path, text_file):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "tinyformer", "train", "gpt", "--data", str(text_file), *TINY, *FAST,
+           "--set", "train.max_iters=100000", "--set", "model.block_size=16", "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (out / "trainer_state.pt").exists() and time.time() < deadline:  # first evaluation saved
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted at step" in stdout and "--resume" in stdout and "Traceback" not in stderr
+    step = json.loads((out / "config.json").read_text()) and int(stdout.split("interrupted at step ")[1].split(";")[0])
+    r = cli("train", "gpt", "--resume", str(out), "--set", f"train.max_iters={step + 5}")
+    assert r.returncode == 0, r.stderr
+    assert f"step {step}/{step + 5}" in r.stdout and f"done: step {step + 5}" in r.stdout
