@@ -15,8 +15,26 @@ import pytest
 
 from tinyformer.cli import COMMANDS, main
 
-TINY = ["--set", "model.n_layer=1", "--set", "model.n_embd=16", "--set", "model.n_head=2", "--set", "model.block_size=32"]
-FAST = ["--set", "train.batch_size=4", "--set", "train.eval_iters=2", "--set", "train.eval_interval=10", "--device", "cpu"]
+TINY = [
+    "--set",
+    "model.n_layer=1",
+    "--set",
+    "model.n_embd=16",
+    "--set",
+    "model.n_head=2",
+    "--set",
+    "model.block_size=32",
+]
+FAST = [
+    "--set",
+    "train.batch_size=4",
+    "--set",
+    "train.eval_iters=2",
+    "--set",
+    "train.eval_interval=10",
+    "--device",
+    "cpu",
+]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -44,7 +62,9 @@ def user_error(capsys, *args: str) -> str:
 def test_config_mistakes_are_one_line_errors(capsys, text_file):
     d = ["--data", str(text_file)]
     assert "'model.n_layr'" in user_error(capsys, "train", "gpt", *d, "--set", "model.n_layr=2")
-    assert "train.max_iters expects int, got 'ten'" in user_error(capsys, "train", "gpt", *d, "--set", "train.max_iters=ten")
+    assert "train.max_iters expects int, got 'ten'" in user_error(
+        capsys, "train", "gpt", *d, "--set", "train.max_iters=ten"
+    )
     assert "n_embd=130 is not divisible by model.n_head=4" in user_error(
         capsys, "train", "gpt", *d, "--set", "model.n_embd=130"
     )
@@ -76,8 +96,20 @@ def trained(tmp_path_factory) -> Path:
     text = Path(src).read_text(encoding="utf-8")[:60_000] if src else SYNTHETIC * 3
     root = tmp_path_factory.mktemp("e2e")
     (root / "slice.txt").write_text(text, encoding="utf-8")
-    r = cli("train", "gpt", "--data", str(root / "slice.txt"), *TINY, *FAST, "--set", "train.max_iters=30",
-            "--set", "sample.tokens=50", "--out", str(root / "run"))
+    r = cli(
+        "train",
+        "gpt",
+        "--data",
+        str(root / "slice.txt"),
+        *TINY,
+        *FAST,
+        "--set",
+        "train.max_iters=30",
+        "--set",
+        "sample.tokens=50",
+        "--out",
+        str(root / "run"),
+    )
     assert r.returncode == 0, r.stderr
     assert "done: step 30" in r.stdout
     return root / "run"
@@ -86,8 +118,16 @@ def trained(tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_train_writes_a_self_describing_run_folder(trained):
     names = {p.name for p in trained.iterdir()}
-    assert {"config.json", "tokenizer.json", "model.safetensors", "best.safetensors", "trainer_state.pt",
-            "metrics.jsonl", "loss.png", "sample.txt"} <= names
+    assert {
+        "config.json",
+        "tokenizer.json",
+        "model.safetensors",
+        "best.safetensors",
+        "trainer_state.pt",
+        "metrics.jsonl",
+        "loss.png",
+        "sample.txt",
+    } <= names
     assert not [n for n in names if n.endswith(".tmp")]
     config = json.loads((trained / "config.json").read_text())
     assert config["model"]["n_layer"] == 1 and config["model"]["vocab_size"] > 0
@@ -128,8 +168,23 @@ def test_corrupt_checkpoint_is_a_one_line_error(trained, tmp_path, capsys):
 @pytest.mark.slow
 def test_sigint_saves_and_resume_finishes(tmp_path, text_file):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "tinyformer", "train", "gpt", "--data", str(text_file), *TINY, *FAST,
-           "--set", "train.max_iters=100000", "--set", "model.block_size=16", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tinyformer",
+        "train",
+        "gpt",
+        "--data",
+        str(text_file),
+        *TINY,
+        *FAST,
+        "--set",
+        "train.max_iters=100000",
+        "--set",
+        "model.block_size=16",
+        "--out",
+        str(out),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while not (out / "trainer_state.pt").exists() and time.time() < deadline:  # first evaluation saved

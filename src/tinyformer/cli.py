@@ -30,37 +30,51 @@ def add_train(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tensorboard", action="store_true", help="write TensorBoard events to RUN/tb")
 
 
-def cmd_train(a: argparse.Namespace) -> int:
-    from tinyformer import config as cfg
-    from tinyformer.device import seed_everything
-    from tinyformer.runs import check_run_dir, read_config
-    from tinyformer.tasks import TASKS
-    from tinyformer.train import checkpoint as ckpt
-    from tinyformer.train.trainer import Trainer
-
+def _train_overrides(a: argparse.Namespace) -> list[str]:
+    """`--set` values plus the shortcut flags, all as `section.key=value` overrides."""
     overrides = list(a.set)
     overrides += [f"data.path={json.dumps(a.data)}"] if a.data else []
     overrides += [f"train.device={json.dumps(a.device)}"] if a.device else []
     overrides += ["train.compile=true"] if a.compile else []
     overrides += ["train.tensorboard=true"] if a.tensorboard else []
-    tokenizer = None
+    return overrides
+
+
+def _train_setup(a: argparse.Namespace):
+    """-> (config, task class, run folder, tokenizer or None) for a new or resumed run."""
+    from tinyformer import config as cfg
+    from tinyformer.runs import check_run_dir, read_config
+    from tinyformer.tasks import TASKS
+    from tinyformer.train import checkpoint as ckpt
+
     if a.resume:
         if a.config or a.out:
             raise UserError("--resume continues a run with its saved config; drop --config/--out (--set still works)")
         run_dir = check_run_dir(a.resume)
-        config, task_cls = read_config(run_dir, overrides)
+        config, task_cls = read_config(run_dir, _train_overrides(a))
         if config.task != a.task:
             raise UserError(f"run folder {a.resume!r} holds a {config.task!r} run, not {a.task!r}")
-        tokenizer = task_cls.load_tokenizer(run_dir / ckpt.TOKENIZER)
-    else:
-        task_cls = TASKS[a.task]
-        layers = [cfg.load_toml(a.config)] if a.config else []
-        config = cfg.resolve(task_cls.default_config(), task_cls.model_config_cls, layers, overrides)
-        run_dir = Path(a.out or f"runs/{a.task}-{time.strftime('%Y%m%d-%H%M%S')}")
-        if run_dir.exists() and any(run_dir.iterdir()):
-            raise UserError(f"run folder {str(run_dir)!r} is not empty; resume it with --resume {run_dir} or pick another --out")
+        return config, task_cls, run_dir, task_cls.load_tokenizer(run_dir / ckpt.TOKENIZER)
+    task_cls = TASKS[a.task]
+    layers = [cfg.load_toml(a.config)] if a.config else []
+    config = cfg.resolve(task_cls.default_config(), task_cls.model_config_cls, layers, _train_overrides(a))
+    run_dir = Path(a.out or f"runs/{a.task}-{time.strftime('%Y%m%d-%H%M%S')}")
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise UserError(
+            f"run folder {str(run_dir)!r} is not empty; resume it with --resume {run_dir} or pick another --out"
+        )
+    return config, task_cls, run_dir, None
+
+
+def cmd_train(a: argparse.Namespace) -> int:
+    from tinyformer import config as cfg
+    from tinyformer.device import seed_everything
+    from tinyformer.train import checkpoint as ckpt
+    from tinyformer.train.trainer import Trainer
+
+    config, task_cls, run_dir, tokenizer = _train_setup(a)
     seed_everything(config.train.seed)
-    task = task_cls(config, tokenizer)
+    task = task_cls(config, tokenizer)  # reads the data; fixes model.vocab_size
     model = task_cls.build_model(config.model)
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt.save_json(run_dir / ckpt.CONFIG, cfg.to_dict(config))
@@ -129,7 +143,8 @@ def cmd_info(a: argparse.Namespace) -> int:
     counted = sum(p.numel() for p in run.model.parameters())
     print(f"run {run.path}: task {run.config.task}, step {st['step']}/{run.config.train.max_iters}")
     tps = st["tokens_seen"] / max(st["train_seconds"], 1e-9)
-    print(f"best val loss {best_val(run):.4f}; {st['train_seconds']:.0f} s of training, {st['tokens_seen']:,} tokens ({tps:,.0f}/s)")
+    seen = f"{st['tokens_seen']:,} tokens ({tps:,.0f}/s)"
+    print(f"best val loss {best_val(run):.4f}; {st['train_seconds']:.0f} s of training, {seen}")
     print("\n# resolved config")
     print(to_toml(cfg.to_dict(run.config)))
     breakdown = getattr(run.task_cls, "param_breakdown", None)

@@ -171,9 +171,7 @@ def load_toml(path: str | Path) -> dict:
         raise UserError(f"config file {str(p)!r} is not valid TOML: {e}") from None
 
 
-def resolve(
-    defaults: RunConfig, model_cls: type, layers: list[dict], overrides: list[str]
-) -> RunConfig:
+def resolve(defaults: RunConfig, model_cls: type, layers: list[dict], overrides: list[str]) -> RunConfig:
     """defaults <- each layer (a TOML preset or a saved config) <- `--set` overrides."""
     values = to_dict(defaults)
     for layer in layers:

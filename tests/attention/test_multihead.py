@@ -9,7 +9,11 @@ B, H, T, S, Dh = 2, 4, 7, 9, 8
 
 def qkv(t=T, s=S, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(B, H, t, Dh, generator=g), torch.randn(B, H, s, Dh, generator=g), torch.randn(B, H, s, Dh, generator=g))
+    return (
+        torch.randn(B, H, t, Dh, generator=g),
+        torch.randn(B, H, s, Dh, generator=g),
+        torch.randn(B, H, s, Dh, generator=g),
+    )
 
 
 def padding(s=S):

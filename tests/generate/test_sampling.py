@@ -25,7 +25,9 @@ def test_temperature_zero_is_greedy_and_sampling_is_seeded():
     assert torch.equal(next_token(logits, temperature=0), logits.argmax(-1, keepdim=True))
     a = [next_token(logits, 1.0, generator=torch.Generator().manual_seed(7)) for _ in range(2)]
     assert torch.equal(*a)
-    draws = torch.cat([next_token(logits, 1.0, top_k=3, generator=torch.Generator().manual_seed(s)) for s in range(50)], 1)
+    draws = torch.cat(
+        [next_token(logits, 1.0, top_k=3, generator=torch.Generator().manual_seed(s)) for s in range(50)], 1
+    )
     top3 = logits.topk(3).indices
     assert all(int(d) in top3[i] for i in range(3) for d in draws[i])  # top-k is honoured
 

@@ -82,9 +82,7 @@ class MultiHeadAttention(nn.Module):
         B, L, D = x.shape
         return x.view(B, L, self.n_head, D // self.n_head).transpose(1, 2)  # (B, H, L, Dh)
 
-    def project(
-        self, x: torch.Tensor, context: torch.Tensor | None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def project(self, x: torch.Tensor, context: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x (B, T, D), context (B, S, D) or None -> q (B, H, T, Dh), k and v (B, H, S, Dh)."""
         if self.cross:
             if context is None:
@@ -108,8 +106,6 @@ class MultiHeadAttention(nn.Module):
         B, T, D = x.shape
         q, k, v = self.project(x, context)  # (B, H, T, Dh), (B, H, S, Dh) x 2
         p = self.dropout if self.training else 0.0
-        y, w = attend(
-            q, k, v, mask=mask, causal=causal, dropout_p=p, backend=self.backend, need_weights=need_weights
-        )
+        y, w = attend(q, k, v, mask=mask, causal=causal, dropout_p=p, backend=self.backend, need_weights=need_weights)
         y = y.transpose(1, 2).reshape(B, T, D)  # (B, T, D): heads merged back
         return self.proj(y), (w if need_weights else None)

@@ -90,6 +90,15 @@ def _spawn(impl: str, iters: int, data: str | None) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+        return f"{names[0]} ({len(names)} logical CPUs)"
+    except (OSError, IndexError):
+        return platform.processor() or platform.machine()
+
+
 def run_benchmark(iters: int = 40, repeats: int = 3, data: str | None = None) -> int:
     """Alternate the two implementations `repeats` times and print the comparison."""
     from tqdm import tqdm
@@ -100,7 +109,7 @@ def run_benchmark(iters: int = 40, repeats: int = 3, data: str | None = None) ->
         f"{c.model.n_head} heads, width {c.model.n_embd}, dropout {c.model.dropout}; "
         f"{iters} timed steps after {WARMUP} warm-up, {repeats} alternating repeats"
     )
-    print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}")
+    print(f"machine: {_cpu_name()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}")
     rows = []
     for _ in tqdm(range(repeats), desc="bench", unit="pair"):
         rows.append({impl: _spawn(impl, iters, data) for impl in IMPLS})
@@ -113,7 +122,9 @@ def run_benchmark(iters: int = 40, repeats: int = 3, data: str | None = None) ->
     rss = {impl: max(r[impl]["peak_rss_mb"] for r in rows) for impl in IMPLS}
     print(f"\nmedian tokens/s: reference {med['reference']:,.0f}, tinyformer {med['tinyformer']:,.0f}")
     print(f"median ratio tinyformer/reference: {ratio:.3f}x")
-    print(f"peak RSS of one training process: reference {rss['reference']:.0f} MB, tinyformer {rss['tinyformer']:.0f} MB")
+    print(
+        f"peak RSS of one training process: reference {rss['reference']:.0f} MB, tinyformer {rss['tinyformer']:.0f} MB"
+    )
     return 0
 
 

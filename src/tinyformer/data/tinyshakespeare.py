@@ -50,9 +50,7 @@ def _download(dest: Path) -> None:
         with urllib.request.urlopen(URL, timeout=30) as r:
             payload = r.read()
     except OSError as e:
-        raise UserError(
-            f"could not download Tiny Shakespeare ({e}); pass --data PATH or set {ENV}=PATH"
-        ) from None
+        raise UserError(f"could not download Tiny Shakespeare ({e}); pass --data PATH or set {ENV}=PATH") from None
     verify_and_store(payload, dest)
 
 

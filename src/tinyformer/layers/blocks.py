@@ -30,9 +30,7 @@ class PreNormBlock(nn.Module):
     ) -> None:
         super().__init__()
         self.ln1 = nn.LayerNorm(d_model)
-        self.attn = MultiHeadAttention(
-            d_model, n_head, qkv_bias=qkv_bias, dropout=attn_dropout, backend=backend
-        )
+        self.attn = MultiHeadAttention(d_model, n_head, qkv_bias=qkv_bias, dropout=attn_dropout, backend=backend)
         self.drop = nn.Dropout(dropout)
         self.ln2 = nn.LayerNorm(d_model)
         self.mlp = FeedForward(d_model, d_ff, dropout)

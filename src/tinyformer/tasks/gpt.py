@@ -61,9 +61,7 @@ class GPTTask:
     def batch_tokens(self, batch) -> int:
         return batch[0].numel()
 
-    def evaluate(
-        self, model: nn.Module, iters: int, batch_size: int, generator: torch.Generator
-    ) -> dict[str, float]:
+    def evaluate(self, model: nn.Module, iters: int, batch_size: int, generator: torch.Generator) -> dict[str, float]:
         device = next(model.parameters()).device
         total = 0.0
         for _ in range(iters):
