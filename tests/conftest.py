@@ -39,9 +39,9 @@ def tiny_gpt(tiny_gpt_config: GPTConfig) -> MiniGPT:
     return MiniGPT(tiny_gpt_config).eval()
 
 
-def tiny_run_config(text_file: Path, **train) -> RunConfig:
+def tiny_run_config(text_file: Path, dropout: float = 0.1, **train) -> RunConfig:
     """A whole gpt run config small enough to train in a second or two."""
-    model = GPTConfig(block_size=16, n_layer=1, n_head=2, n_embd=16, dropout=0.1)
+    model = GPTConfig(block_size=16, n_layer=1, n_head=2, n_embd=16, dropout=dropout)
     t = dict(max_iters=12, batch_size=4, eval_interval=4, eval_iters=2, log_interval=2, device="cpu")
     cfg = RunConfig(task="gpt", model=model, train=TrainConfig(**(t | train)))
     cfg.data.path = str(text_file)

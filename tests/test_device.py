@@ -1,0 +1,29 @@
+import pytest
+import torch
+
+from tinyformer.device import autocast, pick_device
+from tinyformer.errors import UserError
+
+
+def test_auto_prefers_cuda_then_mps_then_cpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert pick_device("auto").type == "cpu"
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert pick_device("auto").type == "mps"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert pick_device("auto").type == "cuda"
+
+
+def test_unknown_or_absent_devices_are_user_errors(monkeypatch):
+    with pytest.raises(UserError, match="device='tpu' is not one of auto, cpu, cuda, mps"):
+        pick_device("tpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(UserError, match="no CUDA GPU"):
+        pick_device("cuda")
+
+
+def test_cpu_runs_in_fp32_even_inside_autocast():
+    x = torch.randn(4, 4)
+    with autocast(torch.device("cpu")):
+        assert (x @ x).dtype == torch.float32
