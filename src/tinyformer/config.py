@@ -94,6 +94,10 @@ def _positive(name: str, value: float) -> None:
         raise UserError(f"{name}={value} must be > 0")
 
 
+def _section(where: str) -> str:
+    return f"[{where.rstrip('.')}]" if where else "top-level"
+
+
 def to_dict(cfg: Any) -> dict:
     """A config tree as plain JSON/TOML-ready data."""
     return dataclasses.asdict(cfg)
@@ -108,7 +112,7 @@ def build(cls: type, values: dict, where: str = "") -> Any:
         path = f"{where}{key}"
         if key not in names:
             known = ", ".join(sorted(names))
-            raise UserError(f"unknown config key {path!r}; {where or 'top level '}keys: {known}")
+            raise UserError(f"unknown config key {path!r}; {_section(where)} keys: {known}")
         kind = hints[key]
         if dataclasses.is_dataclass(kind):
             kwargs[key] = build(kind, value, f"{path}.")
@@ -151,7 +155,7 @@ def merge(base: dict, updates: dict, where: str = "") -> dict:
     for key, value in updates.items():
         if key not in out:
             known = ", ".join(sorted(out))
-            raise UserError(f"unknown config key {where + key!r}; {where or 'top level '}keys: {known}")
+            raise UserError(f"unknown config key {where + key!r}; {_section(where)} keys: {known}")
         if isinstance(out[key], dict):
             if not isinstance(value, dict):
                 raise UserError(f"{where + key} is a section; set one of its keys, e.g. {key}.<name>=...")
