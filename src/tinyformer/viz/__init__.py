@@ -1,0 +1,1 @@
+"""Seeing inside models: attention capture, head roles, static figures, an HTML explorer."""
