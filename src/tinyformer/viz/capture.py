@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from tinyformer.errors import UserError
+
 KINDS = ("self", "causal", "cross")
 
 
@@ -45,3 +47,91 @@ class AttentionMaps:
     def stacked(self, row: int = 0) -> torch.Tensor:
         """(L, H, T, S) for one batch row (all layers must share T and S)."""
         return torch.stack([w[row] for w in self.layers])
+
+
+def show_char(ch: str) -> str:
+    """A visible label for a character token (newline and space would vanish on an axis)."""
+    return {"\n": "↵", " ": "␣", "\t": "⇥"}.get(ch, ch)
+
+
+def capture_attention(model, inputs, tokenizer=None, *, name: str = "") -> AttentionMaps:
+    """Attention of `model` on `inputs` (a sentence, a list of sentences, or ids (B, T)).
+
+    Works for MiniGPT (with its CharTokenizer), tinyformer's BERT-style encoder and any
+    Hugging Face model loaded with eager attention (both with a Hugging Face tokenizer).
+    """
+    from tinyformer.models.gpt import MiniGPT
+
+    if isinstance(inputs, str) and not inputs.strip():
+        raise UserError("the sentence is empty; give at least one word")
+    with torch.no_grad():
+        if isinstance(model, MiniGPT):
+            return _capture_char_lm(model, inputs, tokenizer, name or "MiniGPT")
+        if hasattr(getattr(model, "config", None), "model_type"):
+            return _capture_hf(model, inputs, tokenizer, name or model.config.model_type)
+        return _capture_encoder(model, inputs, tokenizer, name or type(model).__name__)
+
+
+def _capture_char_lm(model, inputs, tokenizer, name: str) -> AttentionMaps:
+    if isinstance(inputs, torch.Tensor):
+        idx = inputs if inputs.dim() == 2 else inputs[None]
+    else:
+        idx = torch.tensor([tokenizer.encode(s) for s in _as_list(inputs)], dtype=torch.long)
+    block = model.config.block_size
+    if idx.size(1) > block:
+        raise UserError(f"the text has {idx.size(1)} characters, more than the model's block size {block}")
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    out = model(idx.to(device), need_weights=True)
+    model.train(was_training)
+    tokens = [[show_char(tokenizer.chars[i]) if tokenizer else str(i) for i in row.tolist()] for row in idx]
+    layers = [w.float().cpu() for w in out.attentions]  # each (B, H, T, T)
+    return AttentionMaps(layers, tokens, tokens, "causal", name)
+
+
+def _hf_batch(inputs, tokenizer, max_len: int):
+    if isinstance(inputs, torch.Tensor):
+        ids = inputs if inputs.dim() == 2 else inputs[None]
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    enc = tokenizer(_as_list(inputs), return_tensors="pt", padding=True)
+    if enc["input_ids"].size(1) > max_len:
+        raise UserError(f"the sentence has {enc['input_ids'].size(1)} tokens, more than the model's maximum {max_len}")
+    return enc
+
+
+def _hf_special(tokenizer) -> dict[str, str]:
+    special = {
+        "cls": getattr(tokenizer, "cls_token", None) or getattr(tokenizer, "bos_token", None),
+        "end": getattr(tokenizer, "sep_token", None) or getattr(tokenizer, "eos_token", None),
+    }
+    return {k: v for k, v in special.items() if v}
+
+
+def _capture_hf(model, inputs, tokenizer, name: str) -> AttentionMaps:
+    cfg = model.config
+    enc = _hf_batch(inputs, tokenizer, getattr(cfg, "max_position_embeddings", 10**9))
+    model.eval()
+    out = model(**enc, output_attentions=True)
+    if not out.attentions or out.attentions[0] is None:
+        raise UserError(f"{name} returned no attention weights; load it with attn_implementation='eager'")
+    tokens = [tokenizer.convert_ids_to_tokens(row.tolist()) for row in enc["input_ids"]]
+    heads = cfg.architectures or []
+    causal = getattr(cfg, "is_decoder", False) or any(a.endswith(("LMHeadModel", "CausalLM")) for a in heads)
+    layers = [w.float().cpu() for w in out.attentions]
+    kind = "causal" if causal else "self"
+    return AttentionMaps(layers, tokens, tokens, kind, name, _hf_special(tokenizer))
+
+
+def _capture_encoder(model, inputs, tokenizer, name: str) -> AttentionMaps:
+    """tinyformer's BERT-style encoder: the same inputs as a Hugging Face BERT."""
+    enc = _hf_batch(inputs, tokenizer, model.config.max_position)
+    model.eval()
+    out = model(enc["input_ids"], enc["attention_mask"], need_weights=True)
+    tokens = [tokenizer.convert_ids_to_tokens(row.tolist()) for row in enc["input_ids"]]
+    layers = [w.float().cpu() for w in out.attentions]
+    return AttentionMaps(layers, tokens, tokens, "self", name, _hf_special(tokenizer))
+
+
+def _as_list(inputs) -> list[str]:
+    return [inputs] if isinstance(inputs, str) else list(inputs)

