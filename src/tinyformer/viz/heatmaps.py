@@ -35,6 +35,7 @@ def _save(fig, stem: Path) -> list[Path]:
     paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
     for p in paths:
         fig.savefig(p, dpi=130 if p.suffix == ".png" else None, bbox_inches="tight")
+        fig.set_layout_engine("none")  # the layout is settled: don't solve it again for the SVG
     _pyplot().close(fig)
     return paths
 
@@ -90,8 +91,9 @@ def plot_layer(maps: AttentionMaps, layer: int, stem: Path, row: int = 0) -> lis
             continue
         im = ax.imshow(w[h].numpy(), cmap="viridis", vmin=0.0, vmax=float(w.max()), aspect="auto")
         ax.set_title(f"head {h}", fontsize=9)
-        ax.set_xticks(range(len(k)), k, rotation=90, fontsize=5)
-        ax.set_yticks(range(len(q)), q, fontsize=5)
+        bottom, left = h + cols >= maps.n_heads, h % cols == 0  # label only the outer edges
+        ax.set_xticks(range(len(k)), k if bottom else [], rotation=90, fontsize=6)
+        ax.set_yticks(range(len(q)), q if left else [], fontsize=6)
     fig.suptitle(f"{maps.model_name}: {maps.kind} attention, layer {layer}, all {maps.n_heads} heads")
     fig.colorbar(im, ax=axes.ravel().tolist(), label="attention weight", shrink=0.8)
     return _save(fig, stem)
