@@ -179,9 +179,10 @@ def format_breakdown(rows: list[tuple[str, str, int, int]], counted: int) -> str
 def add_bench(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "what",
-        choices=("train", "viz"),
+        choices=("train", "viz", "bert-parity"),
         help="train: training throughput vs a plain reference; "
-        "viz: time to render every attention view of a 12x12-head BERT",
+        "viz: time to render every attention view of a 12x12-head BERT; "
+        "bert-parity: our BERT encoder vs Hugging Face's on the offline checkpoint",
     )
     p.add_argument("--iters", type=int, default=40, help="timed steps per measurement")
     p.add_argument("--repeats", type=int, default=3, help="alternating measurements of each")
@@ -189,6 +190,10 @@ def add_bench(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_bench(a: argparse.Namespace) -> int:
+    if a.what == "bert-parity":
+        from tinyformer.bench.parity import run_parity
+
+        return run_parity()
     if a.what == "viz":
         from tinyformer.bench.viz import run_viz_benchmark
 
