@@ -13,7 +13,12 @@ the residual and the sub-layer is normalised, so the stream itself is:
     x = LayerNorm(x + FeedForward(x))
 
 Both blocks have the same parts under the same names (ln1, attn, drop, ln2, mlp)
-and the same forward signature; only the order differs.
+and the same forward signature; only the order differs. `ffn="swiglu"` swaps the
+GELU feed-forward for SwiGLU (see `tinyformer.layers.feedforward`).
+
+`DecoderBlock` is the encoder-decoder's decoder layer (Vaswani et al., 2017):
+masked self-attention, cross-attention over the encoder memory, feed-forward,
+three residual sub-layers with either norm placement (`norm_first`).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import torch
 from torch import nn
 
 from tinyformer.attention.multihead import MultiHeadAttention
-from tinyformer.layers.feedforward import FeedForward
+from tinyformer.layers.feedforward import make_feedforward
 
 
 class PreNormBlock(nn.Module):
@@ -38,13 +43,14 @@ class PreNormBlock(nn.Module):
         attn_dropout: float = 0.0,
         qkv_bias: bool = True,
         backend: str = "sdpa",
+        ffn: str = "gelu",
     ) -> None:
         super().__init__()
         self.ln1 = nn.LayerNorm(d_model)
         self.attn = MultiHeadAttention(d_model, n_head, qkv_bias=qkv_bias, dropout=attn_dropout, backend=backend)
         self.drop = nn.Dropout(dropout)
         self.ln2 = nn.LayerNorm(d_model)
-        self.mlp = FeedForward(d_model, d_ff, dropout)
+        self.mlp = make_feedforward(ffn, d_model, d_ff, dropout)
 
     def forward(
         self,
@@ -75,12 +81,13 @@ class PostNormBlock(nn.Module):
         qkv_bias: bool = True,
         backend: str = "sdpa",
         layer_norm_eps: float = 1e-5,
+        ffn: str = "gelu",
     ) -> None:
         super().__init__()
         self.attn = MultiHeadAttention(d_model, n_head, qkv_bias=qkv_bias, dropout=attn_dropout, backend=backend)
         self.drop = nn.Dropout(dropout)
         self.ln1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.mlp = FeedForward(d_model, d_ff, dropout)
+        self.mlp = make_feedforward(ffn, d_model, d_ff, dropout)
         self.ln2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
 
     def forward(
@@ -96,3 +103,69 @@ class PostNormBlock(nn.Module):
         x = self.ln1(x + self.drop(a))
         x = self.ln2(x + self.mlp(x))
         return x, weights
+
+
+class DecoderBlock(nn.Module):
+    """Self-attention over the target, cross-attention over the encoder memory, then the feed-forward.
+
+    Pre-norm (default):  x = x + Drop(SelfAttn(ln1(x)));  x = x + Drop(CrossAttn(ln2(x), memory));
+                         x = x + FFN(ln3(x))
+    Post-norm:           x = ln1(x + Drop(SelfAttn(x)));  x = ln2(x + Drop(CrossAttn(x, memory)));
+                         x = ln3(x + FFN(x))
+
+    The block applies no causal mask of its own: `self_mask` must carry it (causal AND target padding, as
+    `Seq2SeqTransformer` builds it with `tinyformer.attention.masks`); `cross_mask` hides source padding.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_head: int,
+        d_ff: int,
+        *,
+        dropout: float = 0.0,
+        attn_dropout: float = 0.0,
+        qkv_bias: bool = True,
+        backend: str = "sdpa",
+        norm_first: bool = True,
+        ffn: str = "gelu",
+    ) -> None:
+        super().__init__()
+        self.norm_first = norm_first
+        self.ln1 = nn.LayerNorm(d_model)
+        self.self_attn = MultiHeadAttention(d_model, n_head, qkv_bias=qkv_bias, dropout=attn_dropout, backend=backend)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.cross_attn = MultiHeadAttention(
+            d_model, n_head, cross=True, qkv_bias=qkv_bias, dropout=attn_dropout, backend=backend
+        )
+        self.ln3 = nn.LayerNorm(d_model)
+        self.mlp = make_feedforward(ffn, d_model, d_ff, dropout)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        *,
+        self_mask: torch.Tensor | None = None,
+        cross_mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """x (B, T, D), memory (B, S, D) -> (x (B, T, D), self weights (B, H, T, T), cross weights (B, H, T, S)).
+
+        The weights are None unless `need_weights`.
+        """
+        w = need_weights
+        if self.norm_first:
+            a, self_w = self.self_attn(self.ln1(x), mask=self_mask, need_weights=w)
+            x = x + self.drop(a)
+            c, cross_w = self.cross_attn(self.ln2(x), memory, mask=cross_mask, need_weights=w)
+            x = x + self.drop(c)
+            x = x + self.mlp(self.ln3(x))
+        else:
+            a, self_w = self.self_attn(x, mask=self_mask, need_weights=w)
+            x = self.ln1(x + self.drop(a))
+            c, cross_w = self.cross_attn(x, memory, mask=cross_mask, need_weights=w)
+            x = self.ln2(x + self.drop(c))
+            x = self.ln3(x + self.mlp(x))
+        return x, self_w, cross_w

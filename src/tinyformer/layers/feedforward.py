@@ -1,10 +1,19 @@
-"""Position-wise feed-forward network: Linear -> GELU -> Linear -> Dropout (Vaswani et al., 2017;
-GELU from Hendrycks & Gimpel, 2016)."""
+"""Position-wise feed-forward networks: the original GELU MLP and the gated SwiGLU variant.
+
+- `FeedForward`: Linear -> GELU -> Linear -> Dropout (Vaswani et al., 2017; GELU from Hendrycks & Gimpel, 2016).
+- `SwiGLU`: W2(SiLU(W1 x) * W3 x) -> Dropout (Shazeer, 2020, "GLU Variants Improve Transformer"), without
+  biases as in the paper. It has three weight matrices, so at equal `d_ff` it holds 1.5x the parameters.
+
+`make_feedforward(kind, ...)` picks one by its config name ("gelu" | "swiglu").
+"""
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
+
+FFN_KINDS = ("gelu", "swiglu")
 
 
 class FeedForward(nn.Module):
@@ -17,3 +26,27 @@ class FeedForward(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.drop(self.proj(self.act(self.fc(x))))  # (B, T, D)
+
+
+class SwiGLU(nn.Module):
+    """W2(SiLU(W1 x) * W3 x): `gate` is W1, `up` is W3, `proj` is W2 (the name FeedForward uses too)."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.gate = nn.Linear(d_model, d_ff, bias=False)
+        self.up = nn.Linear(d_model, d_ff, bias=False)
+        self.proj = nn.Linear(d_ff, d_model, bias=False)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.silu(self.gate(x)) * self.up(x)  # (B, T, d_ff)
+        return self.drop(self.proj(h))  # (B, T, D)
+
+
+def make_feedforward(kind: str, d_model: int, d_ff: int, dropout: float = 0.0) -> nn.Module:
+    """The feed-forward named `kind` ("gelu" -> FeedForward, "swiglu" -> SwiGLU); ValueError naming it otherwise."""
+    if kind == "gelu":
+        return FeedForward(d_model, d_ff, dropout)
+    if kind == "swiglu":
+        return SwiGLU(d_model, d_ff, dropout)
+    raise ValueError(f"feed-forward kind {kind!r} is not one of {FFN_KINDS}")

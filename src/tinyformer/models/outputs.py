@@ -18,3 +18,21 @@ class ModelOutput:
 class EncoderOutput:
     last_hidden_state: torch.Tensor  # (B, T, D): the final layer's output, one vector per token
     attentions: list[torch.Tensor] | None = None  # per layer (B, H, T, T) when asked for
+
+
+@dataclass
+class EncodedSource:
+    """What `Seq2SeqTransformer.encode` returns: computed once per input, reused by every `decode` call."""
+
+    memory: torch.Tensor  # (B, S, D): the encoder stack's output (after its final LayerNorm in pre-norm)
+    src_valid: torch.Tensor  # (B, S) bool: True = real source token, False = padding
+    attentions: list[torch.Tensor] | None = None  # per encoder layer (B, H, S, S) when asked for
+
+
+@dataclass
+class Seq2SeqOutput:
+    logits: torch.Tensor  # (B, T, V): next-token logits for every target position
+    loss: torch.Tensor | None = None  # mean cross-entropy over non-PAD labels when labels were given
+    encoder_attentions: list[torch.Tensor] | None = None  # per encoder layer (B, H, S, S) when asked for
+    decoder_attentions: list[torch.Tensor] | None = None  # per decoder layer, self-attention (B, H, T, T)
+    cross_attentions: list[torch.Tensor] | None = None  # per decoder layer, over the source (B, H, T, S)

@@ -1,0 +1,255 @@
+"""An encoder-decoder Transformer (Vaswani et al., 2017, "Attention Is All You Need").
+
+One token embedding shared by source and target, scaled by sqrt(D), plus fixed
+sinusoidal positions; an encoder stack (self-attention blocks) and a decoder
+stack (`DecoderBlock`: masked self-attention, cross-attention, feed-forward),
+each Pre-LayerNorm with a final LayerNorm by default (Xiong et al., 2020), or
+the original Post-LayerNorm; an output projection to vocabulary logits.
+
+`encode()` and `decode()` are separate so that inference runs the encoder once
+per input and decodes from its memory. The three masks, all built with
+`tinyformer.attention.masks` (True = may attend):
+
+- encoder self-attention: source padding                        (B, 1, 1, S)
+- decoder self-attention: causal AND target padding             (B, 1, T, T)
+- cross-attention:        source padding                        (B, 1, 1, S)
+
+`build_seq2seq(config)` assembles the model from its parts and initialises it:
+Xavier-uniform Linears with zero biases, token embedding N(0, D^-1/2).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tinyformer.attention import masks
+from tinyformer.attention.multihead import BACKENDS, MultiHeadAttention
+from tinyformer.errors import UserError
+from tinyformer.layers.blocks import DecoderBlock, PostNormBlock, PreNormBlock
+from tinyformer.layers.feedforward import FFN_KINDS
+from tinyformer.models.outputs import EncodedSource, Seq2SeqOutput
+
+POSITIONS = ("sinusoidal", "none")
+EMBEDDING_INITS = ("normal", "default")
+
+
+@dataclass
+class Seq2SeqConfig:
+    vocab_size: int = 13  # tokens, shared by source and target (reversal: PAD 0, BOS 1, EOS 2, digits 3-12)
+    pad_id: int = 0  # padding id: hidden from attention as a key and ignored by the loss
+    max_len: int = 64  # longest source or target sequence (rows of the position table)
+    d_model: int = 128  # model width D
+    n_head: int = 4  # attention heads per attention layer
+    d_ff: int = 512  # feed-forward width
+    n_encoder_layers: int = 2  # encoder blocks
+    n_decoder_layers: int = 2  # decoder blocks
+    dropout: float = 0.1  # on the embeddings and on each residual branch
+    norm_first: bool = True  # Pre-LayerNorm blocks + a final LayerNorm per stack; False = original Post-LayerNorm
+    ffn: str = "gelu"  # feed-forward: "gelu" or "swiglu"
+    positions: str = "sinusoidal"  # "sinusoidal" (fixed) or "none" (an ablation: no order information)
+    embedding_init: str = "normal"  # "normal" = N(0, D^-1/2); "default" = PyTorch's N(0, 1) (an ablation)
+    backend: str = "sdpa"  # attention backend: "sdpa" or "manual"
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "max_len", "d_model", "n_head", "d_ff", "n_encoder_layers", "n_decoder_layers"):
+            if getattr(self, name) <= 0:
+                raise UserError(f"model.{name}={getattr(self, name)} must be > 0")
+        if not 0 <= self.pad_id < self.vocab_size:
+            raise UserError(f"model.pad_id={self.pad_id} must be in [0, model.vocab_size={self.vocab_size})")
+        if self.d_model % self.n_head:
+            raise UserError(f"model.d_model={self.d_model} is not divisible by model.n_head={self.n_head}")
+        if self.positions == "sinusoidal" and self.d_model % 2:
+            raise UserError(f"model.d_model={self.d_model} must be even for sinusoidal positions")
+        if not 0.0 <= self.dropout < 1.0:
+            raise UserError(f"model.dropout={self.dropout} must be in [0, 1)")
+        choices = {"ffn": FFN_KINDS, "positions": POSITIONS, "embedding_init": EMBEDDING_INITS, "backend": BACKENDS}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise UserError(f"model.{name}={getattr(self, name)!r} is not one of {', '.join(allowed)}")
+
+
+def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
+    """(max_len, D) with PE[p, 2i] = sin(p / 10000^(2i/D)) and PE[p, 2i+1] = cos(p / 10000^(2i/D))."""
+    pos = torch.arange(max_len, dtype=torch.float32)[:, None]  # (L, 1)
+    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))  # (D/2,)
+    angles = pos * inv_freq  # (L, D/2)
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)  # (L, D/2, 2) -> (L, D): sin, cos interleaved
+
+
+class Embedder(nn.Module):
+    """ids (B, L) -> Dropout(Embedding(ids) * sqrt(D) + PE[:L]) (B, L, D); one instance serves source and target."""
+
+    def __init__(self, c: Seq2SeqConfig) -> None:
+        super().__init__()
+        self.tok = nn.Embedding(c.vocab_size, c.d_model)
+        self.scale = math.sqrt(c.d_model)
+        pe = sinusoidal_table(c.max_len, c.d_model) if c.positions == "sinusoidal" else None
+        self.register_buffer("pe", pe, persistent=False)  # fixed, rebuilt from the config: not in the state_dict
+        self.drop = nn.Dropout(c.dropout)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.tok(ids) * self.scale  # (B, L, D)
+        if self.pe is not None:
+            x = x + self.pe[: ids.size(1)]  # (L, D) broadcast over B
+        return self.drop(x)
+
+
+class Encoder(nn.Module):
+    """Self-attention blocks, then `norm` (a LayerNorm for pre-norm blocks, Identity for post-norm ones)."""
+
+    def __init__(self, blocks: list[nn.Module], norm: nn.Module) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(blocks)
+        self.norm = norm
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor, need_weights: bool = False
+    ) -> tuple[torch.Tensor, list[torch.Tensor | None]]:
+        """x (B, S, D), mask (B, 1, 1, S) -> (memory (B, S, D), per layer weights (B, H, S, S) or None)."""
+        attentions = []
+        for block in self.blocks:
+            x, w = block(x, mask=mask, need_weights=need_weights)
+            attentions.append(w)
+        return self.norm(x), attentions
+
+
+class Decoder(nn.Module):
+    """`DecoderBlock`s over the encoder memory, then `norm` (LayerNorm for pre-norm, Identity for post-norm)."""
+
+    def __init__(self, blocks: list[DecoderBlock], norm: nn.Module) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(blocks)
+        self.norm = norm
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        self_mask: torch.Tensor,
+        cross_mask: torch.Tensor,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, list[torch.Tensor | None], list[torch.Tensor | None]]:
+        """x (B, T, D), memory (B, S, D) -> (x (B, T, D), self weights (B, H, T, T), cross weights (B, H, T, S))."""
+        self_weights, cross_weights = [], []
+        for block in self.blocks:
+            x, sw, cw = block(x, memory, self_mask=self_mask, cross_mask=cross_mask, need_weights=need_weights)
+            self_weights.append(sw)
+            cross_weights.append(cw)
+        return self.norm(x), self_weights, cross_weights
+
+
+def seq2seq_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """Mean cross-entropy of logits (B, T, V) against labels (B, T) over the positions whose label is not `pad_id`."""
+    return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=pad_id)  # (B*T, V) vs (B*T,)
+
+
+def _check_ids(what: str, ids: torch.Tensor, max_len: int) -> None:
+    if ids.dim() != 2:
+        raise ValueError(f"{what} ids must have shape (B, L), got {tuple(ids.shape)}")
+    if ids.size(1) > max_len:
+        raise ValueError(f"{what} length {ids.size(1)} exceeds max_len={max_len}")
+
+
+class Seq2SeqTransformer(nn.Module):
+    """embed -> encoder -> memory; embed -> decoder(memory) -> head. Build it with `build_seq2seq(config)`."""
+
+    def __init__(self, config: Seq2SeqConfig, embed: Embedder, encoder: Encoder, decoder: Decoder, head: nn.Linear):
+        super().__init__()
+        self.config = config
+        self.embed, self.encoder, self.decoder, self.head = embed, encoder, decoder, head
+
+    def encode(self, src: torch.Tensor, *, need_weights: bool = False) -> EncodedSource:
+        """src (B, S) token ids padded with `pad_id` -> memory (B, S, D) and src_valid (B, S), computed once."""
+        _check_ids("source", src, self.config.max_len)
+        src_valid = src != self.config.pad_id  # (B, S)
+        mask = masks.from_key_valid(src_valid)  # (B, 1, 1, S): no query attends to source padding
+        memory, attentions = self.encoder(self.embed(src), mask, need_weights)
+        return EncodedSource(memory, src_valid, attentions if need_weights else None)
+
+    def decode(
+        self, tgt_in: torch.Tensor, memory: torch.Tensor, src_valid: torch.Tensor, *, need_weights: bool = False
+    ) -> Seq2SeqOutput:
+        """tgt_in (B, T) (BOS first, padded with `pad_id`), memory (B, S, D), src_valid (B, S) -> logits (B, T, V)."""
+        _check_ids("target", tgt_in, self.config.max_len)
+        if memory.shape[:2] != src_valid.shape or memory.size(0) != tgt_in.size(0):
+            raise ValueError(
+                f"shapes disagree: tgt_in {tuple(tgt_in.shape)}, memory {tuple(memory.shape)}, "
+                f"src_valid {tuple(src_valid.shape)}; expected (B, T), (B, S, D), (B, S)"
+            )
+        tgt_valid = tgt_in != self.config.pad_id  # (B, T)
+        causal = masks.causal(tgt_in.size(1), device=tgt_in.device)  # (T, T)
+        self_mask = masks.combine(causal, masks.from_key_valid(tgt_valid))  # (B, 1, T, T): not future, not padding
+        cross_mask = masks.from_key_valid(src_valid)  # (B, 1, 1, S): not source padding
+        x, self_w, cross_w = self.decoder(self.embed(tgt_in), memory, self_mask, cross_mask, need_weights)
+        logits = self.head(x)  # (B, T, V)
+        if not need_weights:
+            return Seq2SeqOutput(logits)
+        return Seq2SeqOutput(logits, decoder_attentions=self_w, cross_attentions=cross_w)
+
+    def forward(
+        self,
+        src: torch.Tensor,
+        tgt_in: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        *,
+        need_weights: bool = False,
+    ) -> Seq2SeqOutput:
+        """src (B, S), tgt_in (B, T), labels (B, T) (tgt_in shifted left; `pad_id` = ignored) -> logits and loss."""
+        enc = self.encode(src, need_weights=need_weights)
+        out = self.decode(tgt_in, enc.memory, enc.src_valid, need_weights=need_weights)
+        out.encoder_attentions = enc.attentions
+        if labels is not None:
+            if labels.shape != tgt_in.shape:
+                raise ValueError(f"labels {tuple(labels.shape)} must have the shape of tgt_in {tuple(tgt_in.shape)}")
+            out.loss = seq2seq_loss(out.logits, labels, self.config.pad_id)
+        return out
+
+
+def _xavier(linear: nn.Linear, parts: int = 1) -> None:
+    """Xavier-uniform on each of `parts` equal row blocks of the weight (one per fused projection), zero bias."""
+    for w in linear.weight.chunk(parts, dim=0):  # views: (out / parts, in) each
+        nn.init.xavier_uniform_(w)
+    if linear.bias is not None:
+        nn.init.zeros_(linear.bias)
+
+
+def init_weights(model: nn.Module, embedding_init: str = "normal") -> None:
+    """Xavier-uniform Linears with zero biases; token embeddings N(0, D^-1/2) unless `embedding_init="default"`.
+
+    The fused q/k/v Linear (3D, D) (and the cross-attention's k/v, (2D, D)) gets one Xavier draw per projection,
+    as if they were separate D x D Linears; one draw over the whole (3D, D) matrix would be sqrt(2) narrower.
+    LayerNorms keep their weight 1 and bias 0.
+    """
+    for m in model.modules():
+        if isinstance(m, nn.Linear):
+            _xavier(m)
+    for m in model.modules():
+        if isinstance(m, MultiHeadAttention):
+            fused = m.kv if m.cross else m.qkv
+            _xavier(fused, parts=fused.out_features // fused.in_features)
+        if isinstance(m, nn.Embedding) and embedding_init == "normal":
+            nn.init.normal_(m.weight, std=m.embedding_dim**-0.5)
+
+
+def build_seq2seq(config: Seq2SeqConfig) -> Seq2SeqTransformer:
+    """Assemble embedder, encoder, decoder and output projection from `config`, then initialise them."""
+    c = config
+    kw = dict(dropout=c.dropout, backend=c.backend, ffn=c.ffn)
+    Block = PreNormBlock if c.norm_first else PostNormBlock
+
+    def final_norm() -> nn.Module:  # post-norm blocks already end in a LayerNorm
+        return nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
+
+    encoder = Encoder([Block(c.d_model, c.n_head, c.d_ff, **kw) for _ in range(c.n_encoder_layers)], final_norm())
+    decoder = Decoder(
+        [DecoderBlock(c.d_model, c.n_head, c.d_ff, norm_first=c.norm_first, **kw) for _ in range(c.n_decoder_layers)],
+        final_norm(),
+    )
+    model = Seq2SeqTransformer(c, Embedder(c), encoder, decoder, nn.Linear(c.d_model, c.vocab_size))
+    init_weights(model, c.embedding_init)
+    return model

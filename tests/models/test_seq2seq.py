@@ -1,0 +1,185 @@
+"""Seq2SeqTransformer: causality, padding invariance, encode-once, cross-attention weights, init, loss, overfitting."""
+
+import math
+
+import pytest
+import torch
+
+from tinyformer.errors import UserError
+from tinyformer.models.seq2seq import Seq2SeqConfig, build_seq2seq, seq2seq_loss
+
+PAD, BOS, EOS = 0, 1, 2
+TINY = dict(max_len=32, d_model=32, n_head=4, d_ff=64, n_encoder_layers=2, n_decoder_layers=2, dropout=0.0)
+VARIANTS = [{}, {"backend": "manual"}, {"norm_first": False}, {"ffn": "swiglu"}]
+
+
+def tiny(seed: int = 0, **kw):
+    torch.manual_seed(seed)
+    return build_seq2seq(Seq2SeqConfig(**(TINY | kw))).eval()
+
+
+def batch(lengths=(9, 4, 6), T: int = 8, seed: int = 1):
+    """src (B, max(lengths)) digits padded with PAD to the right; tgt_in (B, T) BOS then digits, no padding."""
+    g = torch.Generator().manual_seed(seed)
+    src = torch.full((len(lengths), max(lengths)), PAD)
+    for i, n in enumerate(lengths):
+        src[i, :n] = torch.randint(3, 13, (n,), generator=g)
+    tgt = torch.randint(3, 13, (len(lengths), T), generator=g)
+    tgt[:, 0] = BOS
+    return src, tgt
+
+
+@pytest.mark.parametrize("kw", VARIANTS, ids=["default", "manual", "post_norm", "swiglu"])
+def test_future_target_tokens_do_not_change_past_logits(kw):
+    model = tiny(**kw)
+    src, tgt = batch()
+    t = 3
+    changed = tgt.clone()
+    changed[:, t + 1 :] = 3 + (tgt[:, t + 1 :] - 3 + 1) % 10  # another digit at every later position
+    a, b = model(src, tgt).logits, model(src, changed).logits
+    torch.testing.assert_close(a[:, : t + 1], b[:, : t + 1], atol=1e-6, rtol=0)
+    assert not torch.allclose(a[:, t + 1 :], b[:, t + 1 :], atol=1e-4)  # the test can see a change
+
+
+@pytest.mark.parametrize("backend", ["sdpa", "manual"])
+def test_source_padding_does_not_change_logits(backend):
+    model = tiny(backend=backend)
+    src, tgt = batch(lengths=(9, 4, 6))
+    padded = torch.cat([src, torch.full((3, 5), PAD)], dim=1)  # 5 extra PAD columns
+    logits = model(src, tgt).logits
+    torch.testing.assert_close(model(padded, tgt).logits, logits, atol=1e-5, rtol=0)
+    for i, n in enumerate((9, 4, 6)):  # each row alone, with no padding at all
+        alone = model(src[i : i + 1, :n], tgt[i : i + 1]).logits
+        torch.testing.assert_close(alone[0], logits[i], atol=1e-5, rtol=0)
+    not_pad = padded.clone()
+    not_pad[1, 4] = 5  # a real token where row 1 had padding: the logits must move
+    assert not torch.allclose(model(not_pad, tgt).logits[1], logits[1], atol=1e-4)
+
+
+def test_target_padding_does_not_change_real_positions_and_gets_no_attention():
+    model = tiny()
+    src, tgt = batch(T=5)
+    padded = torch.cat([tgt, torch.full((3, 4), PAD)], dim=1)  # (3, 9): 4 PAD after the real targets
+    out = model(src, padded, need_weights=True)
+    torch.testing.assert_close(out.logits[:, :5], model(src, tgt).logits, atol=1e-5, rtol=0)
+    for w in out.decoder_attentions:  # (B, H, T, T): no query, not even a PAD one, attends to a PAD key
+        assert w.shape == (3, 4, 9, 9)
+        assert torch.all(w[..., 5:] == 0)
+        assert torch.all(w.triu(1) == 0)  # nor to a future one
+
+
+def test_forward_equals_decode_of_encode():
+    model = tiny()
+    src, tgt = batch()
+    enc = model.encode(src)
+    assert enc.memory.shape == (3, 9, 32) and enc.attentions is None
+    assert torch.equal(enc.src_valid, src != PAD)
+    torch.testing.assert_close(model.decode(tgt, enc.memory, enc.src_valid).logits, model(src, tgt).logits)
+    shorter = model.decode(tgt[:, :4], enc.memory, enc.src_valid).logits  # same memory, a shorter target prefix
+    torch.testing.assert_close(shorter, model(src, tgt).logits[:, :4], atol=1e-6, rtol=0)
+
+
+def test_attention_weights_per_layer():
+    model = tiny(n_decoder_layers=3)
+    src, tgt = batch(lengths=(9, 4, 6), T=7)
+    out = model(src, tgt, need_weights=True)
+    assert model(src, tgt).cross_attentions is None
+    assert [w.shape for w in out.encoder_attentions] == [(3, 4, 9, 9)] * 2
+    assert [w.shape for w in out.decoder_attentions] == [(3, 4, 7, 7)] * 3
+    assert [w.shape for w in out.cross_attentions] == [(3, 4, 7, 9)] * 3  # (B, H, T, S)
+    pad_columns = (src == PAD)[:, None, None, :].expand(3, 4, 7, 9)  # (B, H, T, S)
+    assert pad_columns.any()
+    for w in out.cross_attentions:
+        torch.testing.assert_close(w.sum(-1), torch.ones(3, 4, 7), atol=1e-6, rtol=0)
+        assert torch.all(w[pad_columns] == 0)
+        assert torch.all(w[~pad_columns] > 0)
+
+
+def test_sdpa_and_manual_backends_agree():
+    fast = tiny(backend="sdpa")
+    slow = tiny(seed=1, backend="manual")
+    slow.load_state_dict(fast.state_dict())
+    src, tgt = batch()
+    tgt[0, 6:] = PAD
+    torch.testing.assert_close(fast(src, tgt).logits, slow(src, tgt).logits, atol=1e-5, rtol=0)
+
+
+def test_embedding_init_scale_and_fixed_positions():
+    model = build_seq2seq(Seq2SeqConfig(dropout=0.0))  # the seed sizes: D = 128
+    w = model.embed.tok.weight
+    assert abs(w.std().item() - 128**-0.5) < 0.05 * 128**-0.5
+    assert abs(build_seq2seq(Seq2SeqConfig(embedding_init="default")).embed.tok.weight.std().item() - 1) < 0.05
+    ids = torch.tensor([[1, 5, 7, 0, 12]])
+    pe = model.embed(ids)[0] - w[ids[0]] * math.sqrt(128)  # what was added to the scaled token vectors
+    p, i = torch.arange(5)[:, None], torch.arange(64)[None, :]
+    angle = p / 10000 ** (2 * i / 128)  # (5, 64)
+    torch.testing.assert_close(pe[:, 0::2], angle.sin(), atol=1e-5, rtol=0)
+    torch.testing.assert_close(pe[:, 1::2], angle.cos(), atol=1e-5, rtol=0)
+    assert "embed.pe" in dict(model.named_buffers()) and "embed.pe" not in model.state_dict()
+    bare = build_seq2seq(Seq2SeqConfig(positions="none", dropout=0.0))
+    torch.testing.assert_close(bare.embed(ids), bare.embed.tok.weight[ids] * math.sqrt(128))
+
+
+def test_linear_layers_are_xavier_uniform_with_zero_bias():
+    model = build_seq2seq(Seq2SeqConfig())
+    D, V = 128, 13
+    qkv = model.encoder.blocks[0].attn.qkv.weight  # (3D, D): one Xavier draw per projection
+    for part in qkv.chunk(3):
+        bound = math.sqrt(6 / (2 * D))
+        assert 0.95 * bound < part.abs().max().item() <= bound
+    head_bound = math.sqrt(6 / (D + V))
+    assert 0.9 * head_bound < model.head.weight.abs().max().item() <= head_bound
+    biases = [m.bias for m in model.modules() if isinstance(m, torch.nn.Linear) and m.bias is not None]
+    assert len(biases) > 10 and all(torch.all(b == 0) for b in biases)
+
+
+def test_loss_ignores_pad_labels():
+    model = tiny()
+    src, tgt = batch()
+    labels = torch.cat([tgt[:, 1:], torch.full((3, 1), EOS)], dim=1)  # tgt_in shifted left
+    labels[1, 4:] = PAD
+    out = model(src, tgt, labels)
+    real = labels != PAD
+    logp = out.logits.log_softmax(-1).gather(-1, labels[..., None])[..., 0]  # (B, T)
+    torch.testing.assert_close(out.loss, -logp[real].mean())
+    noisy = out.logits.detach() + 5 * torch.randn_like(out.logits) * (~real)[..., None]  # only at PAD labels
+    torch.testing.assert_close(seq2seq_loss(noisy, labels, PAD), out.loss.detach())
+    moved = out.logits.detach() + 5 * torch.randn_like(out.logits) * real[..., None]
+    assert not torch.allclose(seq2seq_loss(moved, labels, PAD), out.loss.detach())
+
+
+def test_overfits_a_few_reversals():
+    torch.manual_seed(0)
+    model = build_seq2seq(Seq2SeqConfig(**(TINY | dict(n_encoder_layers=1, n_decoder_layers=1)))).train()
+    g = torch.Generator().manual_seed(0)
+    lengths = [3, 4, 5, 6, 3, 5, 6, 4]
+    src = torch.full((8, 7), PAD)
+    tgt = torch.full((8, 7), PAD)
+    labels = torch.full((8, 7), PAD)
+    for i, n in enumerate(lengths):
+        digits = torch.randint(3, 13, (n,), generator=g)
+        src[i, :n], src[i, n] = digits, EOS
+        tgt[i, 0], tgt[i, 1 : n + 1] = BOS, digits.flip(0)
+        labels[i, :n], labels[i, n] = digits.flip(0), EOS
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(300):
+        loss = model(src, tgt, labels).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert model.eval()(src, tgt, labels).loss.item() < 0.05
+
+
+def test_errors_name_the_bad_value():
+    model = tiny()
+    src, tgt = batch()
+    with pytest.raises(ValueError, match="source length 33 exceeds max_len=32"):
+        model(torch.ones(1, 33, dtype=torch.long), tgt[:1])
+    with pytest.raises(ValueError, match="target length 40 exceeds max_len=32"):
+        model(src[:1], torch.ones(1, 40, dtype=torch.long))
+    with pytest.raises(UserError, match="model.d_model=30 is not divisible by model.n_head=4"):
+        Seq2SeqConfig(d_model=30)
+    with pytest.raises(UserError, match="model.pad_id=13"):
+        Seq2SeqConfig(pad_id=13)
+    with pytest.raises(UserError, match="model.ffn='relu' is not one of gelu, swiglu"):
+        Seq2SeqConfig(ffn="relu")
