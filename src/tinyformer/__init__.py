@@ -12,7 +12,8 @@ from tinyformer.errors import UserError
 from tinyformer.generate.sampling import generate, generate_text
 from tinyformer.models.bert import BertConfig, BertEncoder, load_hf_bert
 from tinyformer.models.gpt import GPTConfig, MiniGPT, param_breakdown, param_count
-from tinyformer.models.outputs import EncoderOutput, ModelOutput
+from tinyformer.models.outputs import EncoderOutput, ModelOutput, Seq2SeqOutput
+from tinyformer.models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer, build_seq2seq
 from tinyformer.runs import Run, load_run
 from tinyformer.tasks import TASKS, GPTTask
 from tinyformer.train.trainer import FitResult, Trainer
@@ -31,6 +32,10 @@ __all__ = [
     "capture_attention",
     "head_roles",
     "load_hf_bert",
+    "Seq2SeqConfig",
+    "Seq2SeqOutput",
+    "Seq2SeqTransformer",
+    "build_seq2seq",
     "CharTokenizer",
     "DataConfig",
     "FitResult",

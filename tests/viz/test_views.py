@@ -147,3 +147,27 @@ def test_without_a_cjk_font_one_line_says_how_to_get_one(tmp_path, monkeypatch, 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "apt-get install fonts-noto-cjk" in err
     assert_image(paths[0])
+
+
+def test_encoder_decoder_capture_gives_all_three_attentions(tmp_path):
+    from tinyformer.models.seq2seq import Seq2SeqConfig, build_seq2seq
+
+    torch.manual_seed(0)
+    model = build_seq2seq(Seq2SeqConfig(d_model=32, n_head=4, d_ff=64, dropout=0.0))
+    labels = ["PAD", "BOS", "EOS", *"0123456789"]
+    src = torch.tensor([[10, 6, 3, 12, 8, 2, 0, 0]])  # 7 3 0 9 5 EOS PAD PAD
+    tgt = torch.tensor([[1, 8, 12, 3, 6, 10]])  # BOS 5 9 0 3 7
+    cross = capture_attention(model, (src, tgt), labels, part="cross")
+    enc = capture_attention(model, (src, tgt), labels, part="encoder")
+    dec = capture_attention(model, (src, tgt), labels, part="decoder")
+    assert (cross.kind, enc.kind, dec.kind) == ("cross", "self", "causal")
+    assert cross.layers[0].shape == (1, 4, 6, 8) and enc.layers[0].shape == (1, 4, 8, 8)
+    assert dec.layers[1].shape == (1, 4, 6, 6) and torch.all(dec.layers[1].triu(1) == 0)
+    assert cross.query_tokens[0] == ["BOS", "5", "9", "0", "3", "7"]
+    assert cross.key_tokens[0][-3:] == ["EOS", "PAD", "PAD"]
+    assert torch.all(cross.layers[1][..., 6:] == 0)  # source padding gets no weight
+    torch.testing.assert_close(cross.layers[1].sum(-1), torch.ones(1, 4, 6))
+    roles = head_roles(cross)
+    assert torch.isnan(roles.scores["self"]).all()  # no diagonal in cross-attention
+    paths = hm.plot_head(cross, 1, 0, tmp_path / "cross")
+    assert_image(paths[0], min_side=150)

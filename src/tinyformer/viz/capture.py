@@ -54,19 +54,24 @@ def show_char(ch: str) -> str:
     return {"\n": "↵", " ": "␣", "\t": "⇥"}.get(ch, ch)
 
 
-def capture_attention(model, inputs, tokenizer=None, *, name: str = "") -> AttentionMaps:
+def capture_attention(model, inputs, tokenizer=None, *, name: str = "", part: str = "cross") -> AttentionMaps:
     """Attention of `model` on `inputs` (a sentence, a list of sentences, or ids (B, T)).
 
     Works for MiniGPT (with its CharTokenizer), tinyformer's BERT-style encoder and any
-    Hugging Face model loaded with eager attention (both with a Hugging Face tokenizer).
+    Hugging Face model loaded with eager attention (both with a Hugging Face tokenizer),
+    and the encoder-decoder: `inputs` = (src (B, S), tgt_in (B, T)) ids, `tokenizer` = the
+    label of each id (a list), `part` = "encoder" (self), "decoder" (causal) or "cross".
     """
     from tinyformer.models.gpt import MiniGPT
+    from tinyformer.models.seq2seq import Seq2SeqTransformer
 
     if isinstance(inputs, str) and not inputs.strip():
         raise UserError("the sentence is empty; give at least one word")
     with torch.no_grad():
         if isinstance(model, MiniGPT):
             return _capture_char_lm(model, inputs, tokenizer, name or "MiniGPT")
+        if isinstance(model, Seq2SeqTransformer):
+            return _capture_seq2seq(model, inputs, tokenizer, name or "seq2seq", part)
         if hasattr(getattr(model, "config", None), "model_type"):
             return _capture_hf(model, inputs, tokenizer, name or model.config.model_type)
         return _capture_encoder(model, inputs, tokenizer, name or type(model).__name__)
@@ -88,6 +93,30 @@ def _capture_char_lm(model, inputs, tokenizer, name: str) -> AttentionMaps:
     tokens = [[show_char(tokenizer.chars[i]) if tokenizer else str(i) for i in row.tolist()] for row in idx]
     layers = [w.float().cpu() for w in out.attentions]  # each (B, H, T, T)
     return AttentionMaps(layers, tokens, tokens, "causal", name)
+
+
+SEQ2SEQ_PARTS = {"encoder": "self", "decoder": "causal", "cross": "cross"}
+
+
+def _capture_seq2seq(model, inputs, labels, name: str, part: str) -> AttentionMaps:
+    if part not in SEQ2SEQ_PARTS:
+        raise ValueError(f"part={part!r} is not one of {', '.join(SEQ2SEQ_PARTS)}")
+    src, tgt = (t if t.dim() == 2 else t[None] for t in inputs)
+    was_training = model.training
+    model.eval()
+    out = model(src, tgt, need_weights=True)
+    model.train(was_training)
+    attentions = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
+
+    queries = _labels(src, labels) if part == "encoder" else _labels(tgt, labels)
+    keys = _labels(tgt, labels) if part == "decoder" else _labels(src, labels)
+    layers = [w.float().cpu() for w in attentions[part]]
+    return AttentionMaps(layers, queries, keys, SEQ2SEQ_PARTS[part], f"{name} {part}")
+
+
+def _labels(ids: torch.Tensor, labels) -> list[list[str]]:
+    """(B, L) ids -> per row the label of each id (`labels[i]`, or the id itself)."""
+    return [[labels[i] if labels is not None else str(i) for i in row.tolist()] for row in ids]
 
 
 def _hf_batch(inputs, tokenizer, max_len: int):
