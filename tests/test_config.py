@@ -2,12 +2,11 @@ import pytest
 
 from tinyformer import config as cfg
 from tinyformer.errors import UserError
-from tinyformer.models.gpt import GPTConfig
 from tinyformer.tasks import GPTTask
 
 
 def resolve(layers=(), overrides=()):
-    return cfg.resolve(GPTTask.default_config(), GPTConfig, list(layers), list(overrides))
+    return cfg.resolve(GPTTask.default_config(), list(layers), list(overrides))
 
 
 def test_defaults_are_the_seed_recipe():

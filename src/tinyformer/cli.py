@@ -57,7 +57,7 @@ def _train_setup(a: argparse.Namespace):
         return config, task_cls, run_dir, task_cls.load_tokenizer(run_dir / ckpt.TOKENIZER)
     task_cls = TASKS[a.task]
     layers = [cfg.load_toml(a.config)] if a.config else []
-    config = cfg.resolve(task_cls.default_config(), task_cls.model_config_cls, layers, _train_overrides(a))
+    config = cfg.resolve(task_cls.default_config(), layers, _train_overrides(a))
     run_dir = Path(a.out or f"runs/{a.task}-{time.strftime('%Y%m%d-%H%M%S')}")
     if run_dir.exists() and any(run_dir.iterdir()):
         raise UserError(

@@ -18,7 +18,7 @@ from typing import Any
 
 from tinyformer.errors import UserError
 
-SCHEDULES = ("constant", "cosine")
+SCHEDULES = ("constant", "cosine", "noam")
 
 
 @dataclass
@@ -37,12 +37,13 @@ class TrainConfig:
     batch_size: int = 32  # sequences per micro-batch
     grad_accum: int = 1  # micro-batches per optimizer step
     lr: float = 3e-4  # peak learning rate
-    schedule: str = "constant"  # "constant" or "cosine" (linear warmup, cosine decay)
+    schedule: str = "constant"  # "constant", "cosine" (warmup, cosine decay) or "noam" (warmup, 1/sqrt(step))
     warmup_iters: int = 0  # linear warmup steps (both schedules)
     min_lr: float = 0.0  # floor of the cosine decay
     weight_decay: float = 0.01  # AdamW decay, applied to matrices only
     beta1: float = 0.9  # AdamW first-moment decay
     beta2: float = 0.999  # AdamW second-moment decay
+    eps: float = 1e-8  # AdamW denominator epsilon
     grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
     eval_interval: int = 500  # evaluate every this many steps (and at the end)
     eval_iters: int = 100  # batches averaged per evaluation
@@ -84,7 +85,7 @@ class SampleConfig:
 class RunConfig:
     task: str  # which task builds data, model and loss (e.g. "gpt")
     model: Any  # the task's model config dataclass
-    data: DataConfig = field(default_factory=DataConfig)
+    data: Any = field(default_factory=DataConfig)  # the task's data config dataclass
     train: TrainConfig = field(default_factory=TrainConfig)
     sample: SampleConfig = field(default_factory=SampleConfig)
 
@@ -175,8 +176,12 @@ def load_toml(path: str | Path) -> dict:
         raise UserError(f"config file {str(p)!r} is not valid TOML: {e}") from None
 
 
-def resolve(defaults: RunConfig, model_cls: type, layers: list[dict], overrides: list[str]) -> RunConfig:
-    """defaults <- each layer (a TOML preset or a saved config) <- `--set` overrides."""
+def resolve(defaults: RunConfig, layers: list[dict], overrides: list[str]) -> RunConfig:
+    """defaults <- each layer (a TOML preset or a saved config) <- `--set` overrides.
+
+    Every section is rebuilt with the dataclass type of its default (the task's
+    model and data configs included), so validation runs on the final values.
+    """
     values = to_dict(defaults)
     for layer in layers:
         values = merge(values, layer)
@@ -188,10 +193,8 @@ def resolve(defaults: RunConfig, model_cls: type, layers: list[dict], overrides:
         values = merge(values, nested)
     if values["task"] != defaults.task:
         raise UserError(f"config is for task {values['task']!r}, not {defaults.task!r}")
-    model = build(model_cls, values.pop("model"), "model.")
-    return RunConfig(model=model, **{k: _sub(k, v) for k, v in values.items()})
-
-
-def _sub(key: str, value: Any) -> Any:
-    kinds = {"data": DataConfig, "train": TrainConfig, "sample": SampleConfig}
-    return build(kinds[key], value, f"{key}.") if key in kinds else value
+    sections = {}
+    for key, value in values.items():
+        default = getattr(defaults, key)
+        sections[key] = build(type(default), value, f"{key}.") if dataclasses.is_dataclass(default) else value
+    return RunConfig(**sections)

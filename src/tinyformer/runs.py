@@ -49,7 +49,7 @@ def read_config(path: Path, overrides: list[str] = ()) -> tuple[cfg.RunConfig, t
     if task not in TASKS:
         raise UserError(f"{path / ckpt.CONFIG} names task {task!r}; known tasks: {', '.join(TASKS)}")
     task_cls = TASKS[task]
-    return cfg.resolve(task_cls.default_config(), task_cls.model_config_cls, [saved], overrides), task_cls
+    return cfg.resolve(task_cls.default_config(), [saved], overrides), task_cls
 
 
 def load_run(path: str | Path, weights: str | None = "best") -> Run:

@@ -32,7 +32,7 @@ def _seed_recipe():
     from tinyformer import config as cfg
     from tinyformer.tasks import GPTTask
 
-    return cfg.resolve(GPTTask.default_config(), GPTTask.model_config_cls, [], [])
+    return cfg.resolve(GPTTask.default_config(), [], [])
 
 
 def _measure_tinyformer(config, iters: int) -> list[float]:

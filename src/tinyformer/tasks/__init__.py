@@ -1,8 +1,8 @@
 """Tasks: each builds its data and model and defines its loss and evaluation.
 
 `TASKS` maps the name used on the command line (`tinyformer train gpt`) to the
-task class. A task class provides `default_config()`, `model_config_cls`,
-`build_model(model_config)` and `load_tokenizer(path)` without touching data,
+task class. A task class provides `default_config()` (whose model and data
+sections give the config types), `build_model(model_config)` and `load_tokenizer(path)` without touching data,
 so a run folder can be loaded for sampling with no dataset present.
 """
 

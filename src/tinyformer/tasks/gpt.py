@@ -23,7 +23,6 @@ from tinyformer.models.gpt import GPTConfig, MiniGPT, param_breakdown
 class GPTTask:
     name = "gpt"
     generative = True  # its models continue text: sample.txt is written after training
-    model_config_cls = GPTConfig
 
     @staticmethod
     def default_config() -> RunConfig:

@@ -3,6 +3,9 @@
 - constant: linear warmup over `warmup_iters`, then `lr`.
 - cosine:   linear warmup, then a half cosine from `lr` down to `min_lr` at `max_iters`
             (Loshchilov & Hutter, 2017, without restarts).
+- noam:     Vaswani et al. (2017): d^-1/2 * min(s^-1/2, s * warmup^-3/2) for step s = step + 1,
+            written as lr * min(sqrt(warmup / s), s / warmup) so that `lr` is the peak, reached
+            at s = warmup; the paper's schedule is lr = d^-1/2 * warmup^-1/2.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ from tinyformer.config import TrainConfig
 
 def lr_at(step: int, c: TrainConfig) -> float:
     """Learning rate for optimizer step `step` (0-based)."""
+    if c.schedule == "noam":
+        s, w = step + 1, max(1, c.warmup_iters)
+        return c.lr * min(math.sqrt(w / s), s / w)
     if step < c.warmup_iters:
         return c.lr * (step + 1) / c.warmup_iters
     if c.schedule == "constant":

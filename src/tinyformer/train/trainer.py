@@ -63,9 +63,9 @@ def make_optimizer(model: nn.Module, c: TrainConfig) -> torch.optim.Optimizer:
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
     try:
-        return torch.optim.AdamW(groups, lr=c.lr, betas=(c.beta1, c.beta2), fused=True)
+        return torch.optim.AdamW(groups, lr=c.lr, betas=(c.beta1, c.beta2), eps=c.eps, fused=True)
     except (RuntimeError, TypeError):  # no fused kernel for this device/build
-        return torch.optim.AdamW(groups, lr=c.lr, betas=(c.beta1, c.beta2))
+        return torch.optim.AdamW(groups, lr=c.lr, betas=(c.beta1, c.beta2), eps=c.eps)
 
 
 def to_device(batch: Any, device: torch.device) -> Any:
