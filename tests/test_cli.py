@@ -41,7 +41,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tinyformer", *args], capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize("command", [None, *COMMANDS, "viz bert", "viz attention"])
+@pytest.mark.parametrize("command", [None, *COMMANDS, "viz bert", "viz attention", "viz cross-attention"])
 def test_help_for_every_subcommand(command):
     r = cli(*(command.split() if command else []), "--help")
     assert r.returncode == 0, r.stderr
@@ -269,3 +269,56 @@ def test_viz_bert_user_errors(capsys):
     assert "the sentence is empty" in user_error(capsys, *s, "   ")
     assert "more than the model's maximum 512" in user_error(capsys, *s, "bird " * 600)
     assert "its tokens are: [CLS] a bird [SEP]" in user_error(capsys, *s, "a bird", "--flow-to", "cat")
+
+
+@pytest.fixture(scope="module")
+def reversal_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("rev") / "run"
+    r = cli(
+        "train",
+        "reverse",
+        "--set",
+        "model.d_model=32",
+        "--set",
+        "model.d_ff=64",
+        "--set",
+        "data.n_train=500",
+        "--set",
+        "data.n_val=50",
+        "--set",
+        "train.max_iters=20",
+        "--set",
+        "train.eval_interval=10",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    )
+    assert r.returncode == 0, r.stderr
+    assert "exact_match" in r.stdout
+    return out
+
+
+@pytest.mark.slow
+def test_reverse_eval_translate_and_cross_attention(reversal_run, tmp_path):
+    r = cli("eval", str(reversal_run), "--n", "40")
+    assert r.returncode == 0, r.stderr
+    assert "40 held-out sequences, greedy: exact match" in r.stdout and "length  exact match" in r.stdout
+    for beam in ("1", "3"):
+        t = cli("translate", str(reversal_run), "7 3 0 9 5", "--beam", beam)
+        assert t.returncode == 0, t.stderr
+        assert all(tok in "0123456789" for tok in t.stdout.split())
+    v = cli("viz", "cross-attention", str(reversal_run), "7 3 0 9 5 1 8", "--out", str(tmp_path))
+    assert v.returncode == 0, v.stderr
+    assert "alignment score:" in v.stdout and "EOS" in v.stdout
+    assert (tmp_path / "run-cross-L1-mean.png").is_file() and (tmp_path / "run-cross-L1.png").is_file()
+
+
+@pytest.mark.slow
+def test_reverse_user_errors(reversal_run, capsys, trained):
+    run = str(reversal_run)
+    assert "only hold the digits 0-9 separated by spaces; got '7x'" in user_error(capsys, "translate", run, "7x 3")
+    assert "has 13 digits; this model takes at most 12" in user_error(capsys, "translate", run, " ".join("1" * 13))
+    assert "the input is empty" in user_error(capsys, "translate", run, "  ")
+    assert "needs a `train reverse` run" in user_error(capsys, "eval", str(trained))
+    assert "needs an encoder-decoder run" in user_error(capsys, "viz", "cross-attention", str(trained), "1 2")

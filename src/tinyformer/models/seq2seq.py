@@ -36,6 +36,7 @@ from tinyformer.models.outputs import EncodedSource, Seq2SeqOutput
 
 POSITIONS = ("sinusoidal", "none")
 EMBEDDING_INITS = ("normal", "default")
+IMPLS = ("tinyformer", "torch")
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Seq2SeqConfig:
     positions: str = "sinusoidal"  # "sinusoidal" (fixed) or "none" (an ablation: no order information)
     embedding_init: str = "normal"  # "normal" = N(0, D^-1/2); "default" = PyTorch's N(0, 1) (an ablation)
     backend: str = "sdpa"  # attention backend: "sdpa" or "manual"
+    impl: str = "tinyformer"  # "tinyformer" (this file) or "torch" (torch.nn.Transformer, a baseline)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "max_len", "d_model", "n_head", "d_ff", "n_encoder_layers", "n_decoder_layers"):
@@ -67,7 +69,13 @@ class Seq2SeqConfig:
             raise UserError(f"model.d_model={self.d_model} must be even for sinusoidal positions")
         if not 0.0 <= self.dropout < 1.0:
             raise UserError(f"model.dropout={self.dropout} must be in [0, 1)")
-        choices = {"ffn": FFN_KINDS, "positions": POSITIONS, "embedding_init": EMBEDDING_INITS, "backend": BACKENDS}
+        choices = {
+            "ffn": FFN_KINDS,
+            "positions": POSITIONS,
+            "embedding_init": EMBEDDING_INITS,
+            "backend": BACKENDS,
+            "impl": IMPLS,
+        }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise UserError(f"model.{name}={getattr(self, name)!r} is not one of {', '.join(allowed)}")

@@ -7,7 +7,8 @@ so a run folder can be loaded for sampling with no dataset present.
 """
 
 from tinyformer.tasks.gpt import GPTTask
+from tinyformer.tasks.reverse import ReverseTask
 
-TASKS = {"gpt": GPTTask}
+TASKS = {"gpt": GPTTask, "reverse": ReverseTask}
 
-__all__ = ["TASKS", "GPTTask"]
+__all__ = ["TASKS", "GPTTask", "ReverseTask"]

@@ -177,8 +177,9 @@ class Trainer:
         self._record({"split": "val", **result}, bar)
         self.save()
         mark = " (best, saved)" if improved else ""
+        extra = "".join(f", {k} {v:.4f}" for k, v in result.items() if k != "loss" and isinstance(v, float))
         bar.write(
-            f"step {self.step:>6}: val loss {val:.4f}{mark} | "
+            f"step {self.step:>6}: val loss {val:.4f}{mark}{extra} | "
             f"{self.train_seconds:.0f} s training, eval {time.perf_counter() - t0:.1f} s"
         )
 

@@ -53,7 +53,7 @@ def _matrix(ax, w: torch.Tensor, rows: list[str], cols: list[str], small: bool =
     return im
 
 
-def plot_head(maps: AttentionMaps, layer: int, head: int, stem: Path, row: int = 0) -> list[Path]:
+def plot_head(maps: AttentionMaps, layer: int, head: int, stem: Path, row: int = 0, title: str = "") -> list[Path]:
     check_index("layer", layer, maps.n_layers)
     check_index("head", head, maps.n_heads)
     q, k = maps.query_tokens[row], maps.key_tokens[row]
@@ -64,7 +64,7 @@ def plot_head(maps: AttentionMaps, layer: int, head: int, stem: Path, row: int =
     im = _matrix(ax, maps.head(layer, head, row), q, k)
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query (attending)")
-    ax.set_title(f"{maps.model_name}: {maps.kind} attention, layer {layer}, head {head}")
+    ax.set_title(title or f"{maps.model_name}: {maps.kind} attention, layer {layer}, head {head}")
     fig.colorbar(im, ax=ax, label="attention weight")
     return _save(fig, stem)
 

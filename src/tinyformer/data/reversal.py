@@ -1,0 +1,111 @@
+"""Digit-sequence tasks for the encoder-decoder: reverse (or sort) 3-12 random digits.
+
+Vocabulary of 13: PAD 0, BOS 1, EOS 2, digits 0-9 as ids 3-12.
+Source: the digits then EOS, padded to `max_len + 2`; target: BOS, the digits
+reversed (or sorted), EOS, padded. Teacher forcing feeds the decoder the target
+without its last token and scores it against the target without BOS.
+Every split is generated from its own seed, in one vectorised pass.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from tinyformer.errors import UserError
+
+PAD, BOS, EOS, DIGIT0 = 0, 1, 2, 3
+VOCAB_SIZE = 13
+LABELS = ["PAD", "BOS", "EOS", *"0123456789"]
+VARIANTS = ("reverse", "sort")
+
+
+@dataclass
+class ReversalConfig:
+    variant: str = "reverse"  # "reverse" or "sort": what the target does to the digits
+    min_len: int = 3  # shortest digit sequence
+    max_len: int = 12  # longest digit sequence (training)
+    n_train: int = 20_000  # training sequences
+    n_val: int = 1_000  # held-out sequences
+    val_max_len: int = 0  # longest held-out sequence; 0 = max_len (raise it to test extrapolation)
+    seed: int = 0  # the training set uses seed, the held-out set seed + 1
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise UserError(f"data.variant={self.variant!r} is not one of {', '.join(VARIANTS)}")
+        if not 1 <= self.min_len <= self.max_len:
+            raise UserError(f"data.min_len={self.min_len} and data.max_len={self.max_len} need 1 <= min <= max")
+        if self.n_train <= 0 or self.n_val <= 0:
+            raise UserError("data.n_train and data.n_val must be > 0")
+        if self.val_max_len and self.val_max_len < self.min_len:
+            raise UserError(f"data.val_max_len={self.val_max_len} is below data.min_len={self.min_len}")
+
+    @property
+    def longest(self) -> int:
+        return max(self.max_len, self.val_max_len)
+
+
+def make_split(n: int, min_len: int, max_len: int, seed: int, variant: str = "reverse", width: int = 0):
+    """-> src (n, width + 1) and tgt (n, width + 2) ids; width defaults to max_len."""
+    width = width or max_len
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(min_len, max_len + 1, (n,), generator=g)  # (n,)
+    digits = torch.randint(0, 10, (n, width), generator=g)  # (n, W)
+    pos = torch.arange(width)[None, :]  # (1, W)
+    real = pos < lengths[:, None]  # (n, W)
+    if variant == "reverse":
+        order = (lengths[:, None] - 1 - pos).clamp(min=0)  # (n, W): mirrored index
+        out = digits.gather(1, order)
+    else:
+        out = digits.masked_fill(~real, 99).sort(dim=1).values  # padding sorts last
+    src = torch.full((n, width + 1), PAD)
+    src[:, :width] = torch.where(real, digits + DIGIT0, PAD)
+    src[torch.arange(n), lengths] = EOS
+    tgt = torch.full((n, width + 2), PAD)
+    tgt[:, 0] = BOS
+    tgt[:, 1 : width + 1] = torch.where(real, out + DIGIT0, PAD)
+    tgt[torch.arange(n), lengths + 1] = EOS
+    return src, tgt
+
+
+class DigitTokenizer:
+    """Text "7 3 0 9 5" <-> ids; also the label of every id for plots."""
+
+    labels = LABELS
+    vocab_size = VOCAB_SIZE
+
+    def encode_source(self, text: str, max_len: int) -> torch.Tensor:
+        """ "7 3 0 9 5" -> (1, n + 1) ids ending in EOS; user errors name the problem."""
+        parts = text.replace(",", " ").split()
+        if not parts:
+            raise UserError('the input is empty; give digits separated by spaces, e.g. "7 3 0 9 5"')
+        bad = [p for p in parts if p not in "0123456789" or len(p) != 1]
+        if bad:
+            raise UserError(f"the input may only hold the digits 0-9 separated by spaces; got {' '.join(bad)!r}")
+        if len(parts) > max_len:
+            raise UserError(f"the input has {len(parts)} digits; this model takes at most {max_len}")
+        return torch.tensor([[int(p) + DIGIT0 for p in parts] + [EOS]])
+
+    def decode(self, ids: torch.Tensor | list[int]) -> str:
+        """Digits up to the first EOS, as "5 9 0 3 7"."""
+        ids = ids.tolist() if isinstance(ids, torch.Tensor) else ids
+        out = []
+        for i in ids:
+            if i == EOS:
+                break
+            if i >= DIGIT0:
+                out.append(str(i - DIGIT0))
+        return " ".join(out)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps({"type": "digits", "labels": LABELS}), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> DigitTokenizer:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if data.get("type") != "digits":
+            raise UserError(f"{path} is not a digit tokenizer (type={data.get('type')!r})")
+        return cls()

@@ -1,0 +1,169 @@
+"""Greedy decoding and beam search for an encoder-decoder (Sutskever et al., 2014; Wu et al., 2016, "GNMT").
+
+Both run the encoder once per input, then extend the target one token at a time, re-running `decode` over the
+whole prefix each step (sequences are short; there is no KV cache). They use only the model's `encode`, `decode`
+and `config.max_len`, so any model with that API works (`Seq2SeqTransformer`, an `nn.Transformer` baseline).
+
+Output format, shared by both: (B, L) generated ids WITHOUT the leading BOS, each row's EOS included and `pad_id`
+after it; L is the longest row. A row that never produces EOS is cut at `max_new` tokens (default max_len - 1).
+
+Beam search keeps K = `beam` alive hypotheses per row, batched over rows and beams as (B*K, t). Each step it
+ranks a row's K*V one-token extensions by summed log-probability and takes the best 2K: an EOS ranked among the
+first K finishes a hypothesis; the best K non-EOS extensions stay alive. Finished hypotheses are compared by the
+GNMT length-normalised score logp / lp(n), lp(n) = ((5 + n) / 6) ** alpha, n = generated tokens including EOS
+(alpha = 0: raw summed log-probability). A row stops once it holds K finished hypotheses, or once no alive beam
+can beat its best one (exact for alpha >= 0: a log-probability only falls, and lp is largest at max_new); rows
+still running at max_new also offer their alive beams. With beam = 1 this is greedy decoding, token for token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+NEG_INF = float("-inf")
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """GNMT length penalty lp = ((5 + length) / 6) ** alpha (Wu et al., 2016, eq. 14); 1 when alpha = 0."""
+    return ((5 + length) / 6) ** alpha
+
+
+def _budget(model: nn.Module, max_new: int | None) -> int:
+    """How many tokens to generate at most: `max_new`, or max_len - 1 (BOS + output fit in max_len)."""
+    max_len = model.config.max_len
+    steps = max_len - 1 if max_new is None else max_new
+    if not 0 <= steps <= max_len:
+        raise ValueError(f"max_new={max_new} must be in [0, max_len={max_len}]")
+    return steps
+
+
+@contextlib.contextmanager
+def _inference(model: nn.Module) -> Iterator[None]:
+    """Eval mode and no autograd inside; the model's training flag is restored afterwards, even on error."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def greedy_decode(
+    model: nn.Module, src: torch.Tensor, *, bos_id: int, eos_id: int, pad_id: int, max_new: int | None = None
+) -> torch.Tensor:
+    """src (B, S) -> (B, L): the argmax token at every step, all rows together, until every row has emitted EOS."""
+    steps = _budget(model, max_new)
+    with _inference(model):
+        enc = model.encode(src)
+        seq = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1): BOS
+        done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)  # (B,): EOS already emitted
+        while seq.size(1) <= steps and not bool(done.all()):
+            logits = model.decode(seq, enc.memory, enc.src_valid).logits[:, -1]  # (B, t, V) -> (B, V)
+            nxt = logits.argmax(-1).masked_fill(done, pad_id)  # (B,): finished rows get padding
+            seq = torch.cat([seq, nxt[:, None]], dim=1)  # (B, t + 1)
+            done |= nxt == eos_id
+    return seq[:, 1:]  # (B, L): without BOS
+
+
+@dataclass
+class _Finished:
+    """Per row: the best hypothesis offered so far and how many hypotheses have finished with EOS."""
+
+    score: torch.Tensor  # (B,) length-normalised log-probability of the best hypothesis; -inf = none yet
+    tokens: torch.Tensor  # (B, N) its tokens (no BOS), `pad_id` after its end
+    length: torch.Tensor  # (B,) its length
+    count: torch.Tensor  # (B,) hypotheses that ended in EOS so far (the best or not)
+
+    @classmethod
+    def empty(cls, batch: int, width: int, pad_id: int, device: torch.device) -> _Finished:
+        zeros = torch.zeros(batch, dtype=torch.long, device=device)
+        tokens = torch.full((batch, width), pad_id, dtype=torch.long, device=device)
+        return cls(torch.full((batch,), NEG_INF, device=device), tokens, zeros, zeros.clone())
+
+    def offer(self, tokens: torch.Tensor, score: torch.Tensor) -> None:
+        """tokens (B, C, n), normalised score (B, C) (-inf = not a candidate): keep each row's best if better."""
+        best, j = score.max(dim=1)  # (B,), (B,)
+        better = best > self.score  # (B,)
+        n = tokens.size(2)
+        pick = tokens[torch.arange(tokens.size(0), device=tokens.device), j]  # (B, n)
+        self.tokens[better, :n] = pick[better]  # a later hypothesis is never shorter: overwrites the whole old one
+        self.length[better] = n
+        self.score = torch.where(better, best, self.score)
+
+    def result(self) -> torch.Tensor:
+        """(B, L): the best hypotheses, cut to the longest."""
+        return self.tokens[:, : int(self.length.max()) if self.length.numel() else 0]
+
+
+def _expand(
+    model: nn.Module, seqs: torch.Tensor, scores: torch.Tensor, memory: torch.Tensor, src_valid: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """seqs (B, K, t), scores (B, K) -> the 2K best one-token extensions per row: scores (B, 2K), best first,
+    and sequences (B, 2K, t + 1)."""
+    B, K, t = seqs.shape
+    logits = model.decode(seqs.flatten(0, 1), memory, src_valid).logits[:, -1]  # (B*K, t, V) -> (B*K, V)
+    V = logits.size(-1)
+    logp = logits.float().log_softmax(-1).view(B, K, V)  # (B*K, V) -> (B, K, V)
+    top, flat = (scores[..., None] + logp).view(B, K * V).topk(2 * K, dim=1)  # (B, K*V) -> (B, 2K)
+    parent = seqs.gather(1, (flat // V)[..., None].expand(-1, -1, t))  # (B, 2K, t): the beams they extend
+    return top, torch.cat([parent, (flat % V)[..., None]], dim=2)  # (B, 2K, t + 1)
+
+
+def _beam_step(
+    model: nn.Module,
+    beams: tuple[torch.Tensor, torch.Tensor],
+    enc: tuple[torch.Tensor, torch.Tensor],
+    pool: _Finished,
+    done: torch.Tensor,
+    *,
+    eos_id: int,
+    alpha: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """beams = (seqs (B, K, t) with BOS, scores (B, K)): move top-K-ranked EOS extensions into `pool`,
+    return the best K non-EOS extensions as the new beams (B, K, t + 1), (B, K)."""
+    seqs, scores = beams
+    K, n = seqs.size(1), seqs.size(2)  # n = generated tokens after this step (BOS is the +1)
+    top, cands = _expand(model, seqs, scores, *enc)  # (B, 2K), (B, 2K, n + 1)
+    rank = torch.arange(2 * K, device=top.device)  # (2K,)
+    is_eos = cands[:, :, -1] == eos_id  # (B, 2K)
+    ends = is_eos & (rank < K) & top.isfinite() & ~done[:, None]  # (B, 2K): hypotheses finishing now
+    pool.offer(cands[:, :, 1:], (top / length_penalty(n, alpha)).masked_fill(~ends, NEG_INF))
+    pool.count += ends.sum(dim=1)
+    keep = (rank + 2 * K * is_eos).argsort(dim=1)[:, :K]  # (B, K): non-EOS first, each group in rank order
+    return cands.gather(1, keep[..., None].expand(-1, -1, n + 1)), top.gather(1, keep)
+
+
+def beam_search(
+    model: nn.Module,
+    src: torch.Tensor,
+    *,
+    beam: int,
+    bos_id: int,
+    eos_id: int,
+    pad_id: int,
+    max_new: int | None = None,
+    alpha: float = 0.6,
+) -> torch.Tensor:
+    """src (B, S) -> (B, L): per row, the best hypothesis by GNMT length-normalised log-probability."""
+    if beam < 1 or alpha < 0:
+        raise ValueError(f"beam={beam} must be >= 1 and alpha={alpha} must be >= 0")
+    steps, (B, K), dev = _budget(model, max_new), (src.size(0), beam), src.device
+    with _inference(model):
+        e = model.encode(src)
+        enc = e.memory.repeat_interleave(K, dim=0), e.src_valid.repeat_interleave(K, dim=0)  # (B*K, S, D), (B*K, S)
+        seqs = torch.full((B, K, 1), bos_id, dtype=torch.long, device=dev)  # (B, K, 1): BOS
+        scores = torch.full((B, K), NEG_INF, device=dev)  # (B, K): summed log-probabilities
+        scores[:, 0] = 0.0  # one live beam at first, so the K beams do not start as K copies
+        pool, done = _Finished.empty(B, steps, pad_id, dev), torch.zeros(B, dtype=torch.bool, device=dev)
+        while seqs.size(2) <= steps and not bool(done.all()):
+            seqs, scores = _beam_step(model, (seqs, scores), enc, pool, done, eos_id=eos_id, alpha=alpha)
+            done |= (pool.count >= K) | (pool.score >= scores[:, 0] / length_penalty(steps, alpha))
+        alive = (scores / length_penalty(seqs.size(2) - 1, alpha)).masked_fill(done[:, None], NEG_INF)  # (B, K)
+        pool.offer(seqs[:, :, 1:], alive)  # rows cut at max_new: their alive beams compete too
+    return pool.result()

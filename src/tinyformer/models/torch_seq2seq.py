@@ -1,0 +1,63 @@
+"""A baseline: the same encoder-decoder built on `torch.nn.Transformer` (the only place
+tinyformer uses it), with the same embeddings, head, initialisation and encode/decode
+API as `Seq2SeqTransformer`, so tasks, decoding and experiments run it unchanged.
+
+nn.Transformer's masks use the opposite polarity (True = "ignore"); they are
+converted here, at this boundary, from tinyformer's True = "may attend" masks.
+It returns no attention weights.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from tinyformer.attention import masks
+from tinyformer.models.outputs import EncodedSource, Seq2SeqOutput
+from tinyformer.models.seq2seq import Embedder, Seq2SeqConfig, _check_ids, init_weights, seq2seq_loss
+
+
+class TorchSeq2Seq(nn.Module):
+    def __init__(self, config: Seq2SeqConfig) -> None:
+        super().__init__()
+        c = self.config = config
+        self.embed = Embedder(c)
+        self.core = nn.Transformer(
+            c.d_model,
+            c.n_head,
+            c.n_encoder_layers,
+            c.n_decoder_layers,
+            c.d_ff,
+            c.dropout,
+            activation="gelu",
+            batch_first=True,
+            norm_first=c.norm_first,
+        )
+        self.head = nn.Linear(c.d_model, c.vocab_size)
+        init_weights(self, c.embedding_init)
+
+    def encode(self, src: torch.Tensor, *, need_weights: bool = False) -> EncodedSource:
+        _check_ids("source", src, self.config.max_len)
+        src_valid = src != self.config.pad_id  # (B, S)
+        memory = self.core.encoder(self.embed(src), src_key_padding_mask=~src_valid)  # True = ignore, here only
+        return EncodedSource(memory, src_valid, None)
+
+    def decode(self, tgt_in, memory, src_valid, *, need_weights: bool = False) -> Seq2SeqOutput:
+        _check_ids("target", tgt_in, self.config.max_len)
+        T = tgt_in.size(1)
+        future = ~masks.causal(T, device=tgt_in.device)  # (T, T), True = may NOT attend (nn.Transformer's polarity)
+        x = self.core.decoder(
+            self.embed(tgt_in),
+            memory,
+            tgt_mask=future,
+            tgt_key_padding_mask=tgt_in == self.config.pad_id,
+            memory_key_padding_mask=~src_valid,
+        )
+        return Seq2SeqOutput(self.head(x))  # (B, T, V)
+
+    def forward(self, src, tgt_in, labels=None, *, need_weights: bool = False) -> Seq2SeqOutput:
+        enc = self.encode(src)
+        out = self.decode(tgt_in, enc.memory, enc.src_valid)
+        if labels is not None:
+            out.loss = seq2seq_loss(out.logits, labels, self.config.pad_id)
+        return out
