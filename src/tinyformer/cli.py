@@ -9,8 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-from pathlib import Path
 
 from tinyformer.cli_viz import add_viz
 from tinyformer.errors import UserError
@@ -41,59 +39,18 @@ def _train_overrides(a: argparse.Namespace) -> list[str]:
     return overrides
 
 
-def _train_setup(a: argparse.Namespace):
-    """-> (config, task class, run folder, tokenizer or None) for a new or resumed run."""
-    from tinyformer import config as cfg
-    from tinyformer.runs import check_run_dir, read_config
-    from tinyformer.tasks import TASKS
-    from tinyformer.train import checkpoint as ckpt
-
-    if a.resume:
-        if a.config or a.out:
-            raise UserError("--resume continues a run with its saved config; drop --config/--out (--set still works)")
-        run_dir = check_run_dir(a.resume)
-        config, task_cls = read_config(run_dir, _train_overrides(a))
-        if config.task != a.task:
-            raise UserError(f"run folder {a.resume!r} holds a {config.task!r} run, not {a.task!r}")
-        return config, task_cls, run_dir, task_cls.load_tokenizer(run_dir / ckpt.TOKENIZER)
-    task_cls = TASKS[a.task]
-    layers = [cfg.load_toml(a.config)] if a.config else []
-    config = cfg.resolve(task_cls.default_config(), layers, _train_overrides(a))
-    run_dir = Path(a.out or f"runs/{a.task}-{time.strftime('%Y%m%d-%H%M%S')}")
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise UserError(
-            f"run folder {str(run_dir)!r} is not empty; resume it with --resume {run_dir} or pick another --out"
-        )
-    return config, task_cls, run_dir, None
-
-
 def cmd_train(a: argparse.Namespace) -> int:
     from tinyformer import config as cfg
-    from tinyformer.device import seed_everything
-    from tinyformer.train import checkpoint as ckpt
-    from tinyformer.train.trainer import Trainer
+    from tinyformer.runs import prepare_run, train_run
 
-    config, task_cls, run_dir, tokenizer = _train_setup(a)
-    seed_everything(config.train.seed)
-    task = task_cls(config, tokenizer)  # reads the data; fixes model.vocab_size
-    model = task_cls.build_model(config.model)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    ckpt.save_json(run_dir / ckpt.CONFIG, cfg.to_dict(config))
-    task.tokenizer.save(run_dir / ckpt.TOKENIZER)
-    trainer = Trainer(model, task, config.train, run_dir, resume=bool(a.resume))
-    n_params = sum(p.numel() for p in model.parameters())
-    print(
-        f"{a.task}: {n_params:,} parameters on {trainer.device.type} | "
-        f"step {trainer.step}/{config.train.max_iters} | run folder {run_dir}"
-    )
-    result = trainer.fit()
+    if a.resume and (a.config or a.out):
+        raise UserError("--resume continues a run with its saved config; drop --config/--out (--set still works)")
+    layers = [cfg.load_toml(a.config)] if a.config else []
+    config, task_cls, run_dir, tokenizer = prepare_run(a.task, layers, _train_overrides(a), a.out, a.resume)
+    result, trainer = train_run(config, task_cls, run_dir, tokenizer, resume=bool(a.resume))
     if result.status == "interrupted":
         print(f"interrupted at step {result.step}; state saved. Resume: tinyformer train {a.task} --resume {run_dir}")
         return 130
-    if getattr(task, "generative", False):
-        from tinyformer.generate.sampling import generate_text
-
-        (run_dir / ckpt.SAMPLE).write_text(generate_text(model, task.tokenizer, config.sample), encoding="utf-8")
     tps = trainer.tokens_seen / max(result.train_seconds, 1e-9)
     print(
         f"done: step {result.step}, best val loss {result.best_val:.4f}, "

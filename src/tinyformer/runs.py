@@ -8,6 +8,7 @@ loss.png and sample.txt (see `tinyformer.train.checkpoint` for the names).
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,58 @@ def read_config(path: Path, overrides: list[str] = ()) -> tuple[cfg.RunConfig, t
         raise UserError(f"{path / ckpt.CONFIG} names task {task!r}; known tasks: {', '.join(TASKS)}")
     task_cls = TASKS[task]
     return cfg.resolve(task_cls.default_config(), [saved], overrides), task_cls
+
+
+def prepare_run(
+    task: str, layers: list[dict] = (), overrides: list[str] = (), out: str | Path | None = None, resume=None
+) -> tuple[cfg.RunConfig, type, Path, Any]:
+    """-> (config, task class, run folder, saved tokenizer or None) for a new run or one to resume."""
+    if resume:
+        run_dir = check_run_dir(resume)
+        config, task_cls = read_config(run_dir, list(overrides))
+        if config.task != task:
+            raise UserError(f"run folder {str(resume)!r} holds a {config.task!r} run, not {task!r}")
+        return config, task_cls, run_dir, task_cls.load_tokenizer(run_dir / ckpt.TOKENIZER)
+    if task not in TASKS:
+        raise UserError(f"unknown task {task!r}; tasks: {', '.join(TASKS)}")
+    task_cls = TASKS[task]
+    config = cfg.resolve(task_cls.default_config(), list(layers), list(overrides))
+    run_dir = Path(out or f"runs/{task}-{time.strftime('%Y%m%d-%H%M%S')}")
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise UserError(
+            f"run folder {str(run_dir)!r} is not empty; resume it with --resume {run_dir} or pick another --out"
+        )
+    return config, task_cls, run_dir, None
+
+
+def train_run(
+    config: cfg.RunConfig, task_cls: type, run_dir: Path, tokenizer=None, *, resume: bool = False, progress: bool = True
+):
+    """Build data, model and Trainer, save config + tokenizer, train -> (FitResult, Trainer).
+
+    A generative task's finished run also gets sample.txt.
+    """
+    from tinyformer.device import seed_everything
+    from tinyformer.train.trainer import Trainer
+
+    seed_everything(config.train.seed)
+    task = task_cls(config, tokenizer)  # reads or makes the data; may fix model sizes (vocab)
+    model = task_cls.build_model(config.model)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ckpt.save_json(run_dir / ckpt.CONFIG, cfg.to_dict(config))
+    task.tokenizer.save(run_dir / ckpt.TOKENIZER)
+    trainer = Trainer(model, task, config.train, run_dir, resume=resume, progress=progress)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(
+        f"{config.task}: {n_params:,} parameters on {trainer.device.type} | "
+        f"step {trainer.step}/{config.train.max_iters} | run folder {run_dir}"
+    )
+    result = trainer.fit()
+    if result.status == "finished" and getattr(task, "generative", False):
+        from tinyformer.generate.sampling import generate_text
+
+        (run_dir / ckpt.SAMPLE).write_text(generate_text(model, task.tokenizer, config.sample), encoding="utf-8")
+    return result, trainer
 
 
 def load_run(path: str | Path, weights: str | None = "best") -> Run:
