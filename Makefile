@@ -11,21 +11,27 @@ RUN ?= runs/demo
 
 .PHONY: setup demo test lint clean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.dev
 
-$(VENV)/.installed: pyproject.toml
+# The package and what the main job needs (torch's CPU build first: a bare `torch` would pull a CUDA build).
+$(VENV)/.core: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+# What the tests need on top: pytest, ruff, tensorboard, transformers + the offline BERT, playwright.
+$(VENV)/.dev: $(VENV)/.core
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $@
 
-demo: setup
+demo: $(VENV)/.core
 	rm -rf $(RUN)
 	$(BIN)/tinyformer train gpt --config configs/gpt_cpu_quick.toml --out $(RUN)
 	$(BIN)/tinyformer sample $(RUN) --prompt "ROMEO:" --tokens 500 --temperature 0.8 --top-k 40 --seed 1
 
-test: setup
+test: $(VENV)/.dev
 	$(BIN)/python -m pytest -q
 
 lint: setup

@@ -9,13 +9,14 @@ from tinyformer.attention.multihead import MultiHeadAttention, attend
 from tinyformer.config import DataConfig, RunConfig, SampleConfig, TrainConfig
 from tinyformer.data.tokenizers import CharTokenizer
 from tinyformer.errors import UserError
+from tinyformer.generate.decoding import beam_search, greedy_decode
 from tinyformer.generate.sampling import generate, generate_text
 from tinyformer.models.bert import BertConfig, BertEncoder, load_hf_bert
 from tinyformer.models.gpt import GPTConfig, MiniGPT, param_breakdown, param_count
 from tinyformer.models.outputs import EncoderOutput, ModelOutput, Seq2SeqOutput
 from tinyformer.models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer, build_seq2seq
 from tinyformer.runs import Run, load_run
-from tinyformer.tasks import TASKS, GPTTask
+from tinyformer.tasks import TASKS, GPTTask, ReverseTask
 from tinyformer.train.trainer import FitResult, Trainer
 from tinyformer.viz.capture import AttentionMaps, capture_attention
 from tinyformer.viz.roles import HeadRoles, head_roles
@@ -32,6 +33,9 @@ __all__ = [
     "capture_attention",
     "head_roles",
     "load_hf_bert",
+    "ReverseTask",
+    "beam_search",
+    "greedy_decode",
     "Seq2SeqConfig",
     "Seq2SeqOutput",
     "Seq2SeqTransformer",

@@ -217,6 +217,23 @@ def cmd_translate(a: argparse.Namespace) -> int:
     return 0
 
 
+# ---- experiments ----------------------------------------------------------------------
+EXPERIMENTS = {"reverse-ablation": "tinyformer.experiments.reverse_ablation"}
+
+
+def add_experiment(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", choices=sorted(EXPERIMENTS), help="which study")
+    p.add_argument("--quick", action="store_true", help="tiny sizes (for CI): checks the pipeline, not the answer")
+    p.add_argument("--out", help="experiment folder (default: runs/experiments/NAME); finished cells are reused")
+
+
+def cmd_experiment(a: argparse.Namespace) -> int:
+    import importlib
+
+    importlib.import_module(EXPERIMENTS[a.name]).run(a.out, quick=a.quick)
+    return 0
+
+
 COMMANDS = {
     "train": (add_train, cmd_train, "train a model (e.g. MiniGPT on Tiny Shakespeare)"),
     "sample": (add_sample, cmd_sample, "generate text from a run folder"),
@@ -224,6 +241,7 @@ COMMANDS = {
     "eval": (add_eval, cmd_eval, "exact match and token accuracy of an encoder-decoder run"),
     "translate": (add_translate, cmd_translate, "run an encoder-decoder on one input (greedy or beam)"),
     "viz": (add_viz, None, "draw attention: Hugging Face BERT, a tinyformer run, cross-attention"),
+    "experiment": (add_experiment, cmd_experiment, "train a grid of runs and write a report"),
     "bench": (add_bench, cmd_bench, "measure speed and memory"),
 }
 

@@ -1,0 +1,1 @@
+"""Experiments: named grids of config overrides, trained (or reused) and written up as reports."""

@@ -1,0 +1,201 @@
+"""The encoder-decoder chapter's experiments as one report: what each part of the
+Transformer contributes to learning digit reversal.
+
+Cells (each a run of the seed recipe, `configs/reverse.toml`, with one change):
+embedding init, positions, heads, Post- vs Pre-Norm at 6+6 layers with warmup
+1,000 and 1, the sort task, SwiGLU at matched size, torch.nn.Transformer, and
+length extrapolation (train on <= 12 digits, test on up to 20).
+
+    tinyformer experiment reverse-ablation [--quick] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+
+from tinyformer.experiments.runner import Cell, CellResult, markdown_table, plot_series, run_grid
+from tinyformer.tasks.reverse import cross_alignment
+
+PROBE = "7 3 0 9 5 1 8"
+WARMUP1_LR = f"train.lr={128**-0.5:.6f}"  # Noam with warmup 1 peaks at d^-1/2 (our lr is the peak)
+DEEP = ["model.n_encoder_layers=6", "model.n_decoder_layers=6"]
+
+
+def cells(d_ff: int = 512) -> list[Cell]:
+    """The grid; SwiGLU's hidden width is 2/3 of the GELU one so both have the same parameter count."""
+    swiglu = round(2 * d_ff / 3)
+    return [
+        Cell("baseline", [], "seed recipe: N(0, d^-1/2) embeddings x sqrt(d), sinusoidal positions, 4 heads, Pre-Norm"),
+        Cell("default-init", ["model.embedding_init=default"], "PyTorch's default N(0, 1) embedding init"),
+        Cell("no-positions", ["model.positions=none"], "no positional encoding"),
+        Cell("one-head", ["model.n_head=1"], "one attention head (width unchanged)"),
+        Cell("pre6-warmup1000", DEEP, "Pre-Norm, 6+6 layers, warmup 1,000"),
+        Cell("pre6-warmup1", [*DEEP, "train.warmup_iters=1", WARMUP1_LR], "Pre-Norm, 6+6 layers, warmup 1"),
+        Cell("post6-warmup1000", [*DEEP, "model.norm_first=false"], "Post-Norm, 6+6 layers, warmup 1,000"),
+        Cell(
+            "post6-warmup1",
+            [*DEEP, "model.norm_first=false", "train.warmup_iters=1", WARMUP1_LR],
+            "Post-Norm, 6+6 layers, warmup 1",
+        ),
+        Cell("sort", ["data.variant=sort"], "the sort task instead of reversal"),
+        Cell(
+            "swiglu",
+            ["model.ffn=swiglu", f"model.d_ff={swiglu}"],
+            f"SwiGLU feed-forward, hidden 2/3 x {d_ff} = {swiglu}",
+        ),
+        Cell("torch-transformer", ["model.impl=torch"], "torch.nn.Transformer, same sizes, Pre-Norm"),
+        Cell("extrapolate", ["data.val_max_len=20"], "trained on 3-12 digits, tested on 3-20 (max_len 64)"),
+    ]
+
+
+QUICK = [
+    "data.n_train=400",
+    "data.n_val=60",
+    "train.max_iters=24",
+    "train.eval_interval=8",
+    "train.warmup_iters=8",
+    "model.d_model=32",
+    "model.d_ff=64",
+    "model.max_len=24",
+]
+
+
+def epochs(r: CellResult) -> float:
+    c = r.run.config
+    return c.data.n_train / c.train.batch_size  # steps per epoch
+
+
+def summary_rows(results: list[CellResult]) -> list[list]:
+    rows = []
+    for r in results:
+        em = r.series("val", "exact_match")
+        loss = [v for _, v in r.series("val", "loss")]
+        align = alignment(r)
+        rows.append(
+            [
+                r.cell.name,
+                r.cell.about,
+                sum(p.numel() for p in r.run.model.parameters()),
+                em[-1][1] if em else math.nan,
+                min(loss) if loss else math.nan,
+                "-" if align is None else f"{align:.3f}",
+                f"{r.run.state['train_seconds']:.0f}",
+            ]
+        )
+    return rows
+
+
+def alignment(r: CellResult) -> float | None:
+    if r.run.config.model.impl == "torch":
+        return None  # nn.Transformer returns no attention weights
+    src = r.run.tokenizer.encode_source(PROBE, r.run.config.data.longest)
+    return cross_alignment(r.run.model, src, r.run.config.data.variant)[0]
+
+
+def per_epoch_table(results: list[CellResult], names: tuple[str, ...]) -> str:
+    chosen = [r for r in results if r.cell.name in names]
+    series = {r.cell.name: {round(s / epochs(r), 1): v for s, v in r.series("val", "exact_match")} for r in chosen}
+    marks = sorted({e for s in series.values() for e in s})
+    rows = [[f"{e:g}", *(series[n].get(e, math.nan) for n in series)] for e in marks]
+    return markdown_table(["epoch", *series], rows)
+
+
+def sort_matrix(results: list[CellResult], folder: Path) -> str:
+    from tinyformer.viz import heatmaps as hm
+    from tinyformer.viz.capture import AttentionMaps
+
+    r = next(r for r in results if r.cell.name == "sort")
+    src = r.run.tokenizer.encode_source(PROBE, r.run.config.data.longest)
+    score, w = cross_alignment(r.run.model, src, "sort")
+    keys = [*PROBE.split(), "EOS"]
+    queries = ["BOS", *sorted(PROBE.split())]
+    maps = AttentionMaps([w[None, None]], [queries], [keys], "cross", "sort")
+    hm.plot_head(maps, 0, 0, folder / "sort-cross", title="sort task: last layer cross-attention, mean of heads")
+    rows = [[q, *(f"{x:.2f}" for x in row)] for q, row in zip(queries, w.tolist(), strict=True)]
+    table = markdown_table(["query \\ key", *keys], rows)
+    return f"{table}\n\nAlignment with the source position of each sorted digit: {score:.3f}.\n"
+
+
+def length_table(r: CellResult) -> str:
+    from tinyformer.data.reversal import make_split
+    from tinyformer.tasks.reverse import evaluate_split
+
+    d = r.run.config.data
+    src, tgt = make_split(d.n_val, d.min_len, d.val_max_len, d.seed + 1, d.variant, d.longest)
+    per = evaluate_split(r.run.model, src, tgt)["per_length"]
+    return markdown_table(
+        ["digits", "exact match", "seen in training"],
+        [[n, acc, "yes" if n <= d.max_len else "no"] for n, acc in sorted(per.items())],
+    )
+
+
+def write_report(results: list[CellResult], folder: Path, quick: bool) -> Path:
+    by = {r.cell.name: r for r in results}
+    curves = {r.cell.name: [(s / epochs(r), v) for s, v in r.series("val", "exact_match")] for r in results}
+    plot_series(curves, folder / "exact_match.png", "epoch", "held-out exact match", "Exact match per epoch")
+    losses = {
+        r.cell.name: [(s / epochs(r), v) for s, v in r.series("val", "loss") if math.isfinite(v)] for r in results
+    }
+    plot_series(losses, folder / "val_loss.png", "epoch", "held-out loss", "Validation loss per epoch")
+    rows = summary_rows(results)
+    header = ["cell", "what changes", "parameters", "final exact match", "best val loss", "alignment", "train s"]
+    parts = [
+        f"# Encoder-decoder ablation on digit reversal{' (--quick size: numbers are not meaningful)' if quick else ''}",
+        "",
+        "Every number below is read from the run folders next to this file.",
+        "",
+        markdown_table(header, rows),
+        "",
+        "![exact match](exact_match.png)",
+        "",
+        "![val loss](val_loss.png)",
+        "",
+        "## 1. Embedding initialisation",
+        "",
+        per_epoch_table(results, ("baseline", "default-init")),
+        "",
+        "## 4. Post-Norm vs Pre-Norm at 6+6 layers",
+        "",
+        per_epoch_table(results, ("pre6-warmup1000", "pre6-warmup1", "post6-warmup1000", "post6-warmup1")),
+        "",
+        _divergence(by),
+        "",
+        "## 5. The sort task's cross-attention",
+        "",
+        "![sort](sort-cross.png)",
+        "",
+        sort_matrix(results, folder),
+        "## 8. Length extrapolation",
+        "",
+        length_table(by["extrapolate"]),
+        "",
+    ]
+    path = folder / "report.md"
+    path.write_text("\n".join(parts), encoding="utf-8")
+    return path
+
+
+def _divergence(by: dict[str, CellResult]) -> str:
+    lines = []
+    for name in ("pre6-warmup1000", "pre6-warmup1", "post6-warmup1000", "post6-warmup1"):
+        em = [v for _, v in by[name].series("val", "exact_match")]
+        loss = [v for _, v in by[name].series("val", "loss")]
+        bad = not loss or not math.isfinite(loss[-1]) or (em and em[-1] < 0.1)
+        lines.append(
+            f"- {name}: final exact match {em[-1] if em else math.nan:.3f}, final val loss "
+            f"{loss[-1] if loss else math.nan:.4f} -> {'fails to train (diverged or stuck)' if bad else 'trains'}"
+        )
+    return "\n".join(lines)
+
+
+def run(out: Path | None = None, quick: bool = False) -> Path:
+    folder = Path(out or f"runs/experiments/reverse-ablation{'-quick' if quick else ''}")
+    torch.manual_seed(0)
+    grid = cells(d_ff=64) if quick else cells()
+    results = run_grid("reverse", [], QUICK if quick else [], grid, folder)
+    path = write_report(results, folder, quick)
+    print(f"report: {path}")
+    return path

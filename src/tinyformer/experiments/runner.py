@@ -1,0 +1,93 @@
+"""One experiment runner for every study: a named grid of config overrides.
+
+Each cell is a run folder under the experiment's folder. A cell whose run
+finished is reused as it is, one that was interrupted is resumed, a missing one
+is trained with the same code path as `tinyformer train`. The study then reads
+the run folders (config, metrics.jsonl, weights) and writes its report.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tinyformer.runs import Run, load_run, prepare_run, train_run
+from tinyformer.train import checkpoint as ckpt
+
+
+@dataclass
+class Cell:
+    name: str  # folder name and label in tables and plots
+    overrides: list[str] = field(default_factory=list)  # `section.key=value` on top of the base config
+    about: str = ""  # one line for the report
+
+
+@dataclass
+class CellResult:
+    cell: Cell
+    run: Run  # config, tokenizer, best weights, trainer state
+    metrics: list[dict]  # metrics.jsonl rows
+    reused: bool  # True when the run folder already held the finished run
+
+    def series(self, split: str, key: str) -> list[tuple[int, float]]:
+        return [(r["step"], r[key]) for r in self.metrics if r.get("split") == split and key in r]
+
+
+def finished(run_dir: Path) -> bool:
+    if not (run_dir / ckpt.STATE).is_file():
+        return False
+    config = ckpt.load_json(run_dir / ckpt.CONFIG)
+    return ckpt.load_state(run_dir / ckpt.STATE)["step"] >= config["train"]["max_iters"]
+
+
+def run_cell(task: str, base: list[dict], extra: list[str], cell: Cell, folder: Path) -> CellResult:
+    run_dir = folder / cell.name
+    reused = finished(run_dir)
+    if not reused:
+        resume = run_dir if (run_dir / ckpt.STATE).is_file() else None
+        overrides = [] if resume else [*extra, *cell.overrides]
+        config, task_cls, run_dir, tokenizer = prepare_run(task, base, overrides, run_dir, resume)
+        print(f"== {cell.name}: {cell.about or ' '.join(cell.overrides) or 'the base config'}")
+        result, _ = train_run(config, task_cls, run_dir, tokenizer, resume=bool(resume))
+        if result.status != "finished":
+            raise KeyboardInterrupt  # an interrupted cell stops the experiment; rerunning resumes it
+    rows = [json.loads(line) for line in (run_dir / ckpt.METRICS).read_text().splitlines() if line.strip()]
+    return CellResult(cell, load_run(run_dir, weights="best"), rows, reused)
+
+
+def run_grid(task: str, base: list[dict], extra: list[str], cells: list[Cell], folder: Path) -> list[CellResult]:
+    """Train or reuse every cell, in order; `extra` overrides (e.g. a --quick size) apply to all."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return [run_cell(task, base, extra, cell, folder) for cell in cells]
+
+
+def markdown_table(header: list[str], rows: list[list]) -> str:
+    def cell(x) -> str:
+        return f"{x:.4f}" if isinstance(x, float) else str(x)
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(x) for x in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def plot_series(curves: dict[str, list[tuple[float, float]]], png: Path, xlabel: str, ylabel: str, title: str) -> Path:
+    """Several named curves on one plot (the shared plot of a study)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=110)
+    for name, pts in curves.items():
+        if pts:
+            ax.plot(*zip(*pts, strict=True), "o-", label=name, markersize=3, linewidth=1.2)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(png)
+    plt.close(fig)
+    return png
