@@ -322,3 +322,4 @@ def test_reverse_user_errors(reversal_run, capsys, trained):
     assert "the input is empty" in user_error(capsys, "translate", run, "  ")
     assert "needs a `train reverse` run" in user_error(capsys, "eval", str(trained))
     assert "needs an encoder-decoder run" in user_error(capsys, "viz", "cross-attention", str(trained), "1 2")
+    assert "sample continues text from a `train gpt` run" in user_error(capsys, "sample", run)

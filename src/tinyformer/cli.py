@@ -79,6 +79,8 @@ def cmd_sample(a: argparse.Namespace) -> int:
     from tinyformer.runs import load_run
 
     run = load_run(a.run, weights=a.checkpoint)
+    if not getattr(run.task_cls, "generative", False):
+        raise UserError(f"{a.run!r} is a {run.config.task!r} run; sample continues text from a `train gpt` run")
     given = {"prompt": a.prompt, "tokens": a.tokens, "temperature": a.temperature}
     given |= {"top_k": a.top_k, "top_p": a.top_p, "seed": a.seed}
     base = dataclasses.asdict(run.config.sample)
