@@ -12,8 +12,8 @@ the residual and the sub-layer is normalised, so the stream itself is:
     x = LayerNorm(x + Dropout(Attention(x)))
     x = LayerNorm(x + FeedForward(x))
 
-Both blocks have the same parts under the same names (ln1, attn, drop, ln2, mlp)
-and the same forward signature; only the order differs. `ffn="swiglu"` swaps the
+`TransformerBlock` does either (`norm_first`), with the same parts under the same
+names (ln1, attn, drop, ln2, mlp); only the order differs. `ffn="swiglu"` swaps the
 GELU feed-forward for SwiGLU (see `tinyformer.layers.feedforward`).
 
 `DecoderBlock` is the encoder-decoder's decoder layer (Vaswani et al., 2017):
@@ -30,8 +30,12 @@ from tinyformer.attention.multihead import MultiHeadAttention
 from tinyformer.layers.feedforward import make_feedforward
 
 
-class PreNormBlock(nn.Module):
-    """A self-attention block; `causal=True` in forward makes it a decoder block."""
+class TransformerBlock(nn.Module):
+    """Self-attention + feed-forward; `norm_first` picks Pre- (default) or Post-LayerNorm.
+
+    `causal=True` in forward makes it a decoder-only (GPT) block; BERT uses
+    `norm_first=False` with `layer_norm_eps=1e-12`.
+    """
 
     def __init__(
         self,
@@ -43,52 +47,17 @@ class PreNormBlock(nn.Module):
         attn_dropout: float = 0.0,
         qkv_bias: bool = True,
         backend: str = "sdpa",
-        ffn: str = "gelu",
-    ) -> None:
-        super().__init__()
-        self.ln1 = nn.LayerNorm(d_model)
-        self.attn = MultiHeadAttention(d_model, n_head, qkv_bias=qkv_bias, dropout=attn_dropout, backend=backend)
-        self.drop = nn.Dropout(dropout)
-        self.ln2 = nn.LayerNorm(d_model)
-        self.mlp = make_feedforward(ffn, d_model, d_ff, dropout)
-
-    def forward(
-        self,
-        x: torch.Tensor,
-        *,
-        mask: torch.Tensor | None = None,
-        causal: bool = False,
-        need_weights: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """x (B, T, D) -> (x (B, T, D), attention weights (B, H, T, T) or None)."""
-        a, weights = self.attn(self.ln1(x), mask=mask, causal=causal, need_weights=need_weights)
-        x = x + self.drop(a)
-        x = x + self.mlp(self.ln2(x))
-        return x, weights
-
-
-class PostNormBlock(nn.Module):
-    """The original (BERT) block: LayerNorm after each residual sum; `layer_norm_eps` is 1e-12 in BERT."""
-
-    def __init__(
-        self,
-        d_model: int,
-        n_head: int,
-        d_ff: int,
-        *,
-        dropout: float = 0.0,
-        attn_dropout: float = 0.0,
-        qkv_bias: bool = True,
-        backend: str = "sdpa",
+        norm_first: bool = True,
         layer_norm_eps: float = 1e-5,
         ffn: str = "gelu",
     ) -> None:
         super().__init__()
+        self.norm_first = norm_first
+        self.ln1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.attn = MultiHeadAttention(d_model, n_head, qkv_bias=qkv_bias, dropout=attn_dropout, backend=backend)
         self.drop = nn.Dropout(dropout)
-        self.ln1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.mlp = make_feedforward(ffn, d_model, d_ff, dropout)
         self.ln2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.mlp = make_feedforward(ffn, d_model, d_ff, dropout)
 
     def forward(
         self,
@@ -99,10 +68,13 @@ class PostNormBlock(nn.Module):
         need_weights: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """x (B, T, D) -> (x (B, T, D), attention weights (B, H, T, T) or None)."""
+        if self.norm_first:
+            a, weights = self.attn(self.ln1(x), mask=mask, causal=causal, need_weights=need_weights)
+            x = x + self.drop(a)
+            return x + self.mlp(self.ln2(x)), weights
         a, weights = self.attn(x, mask=mask, causal=causal, need_weights=need_weights)
         x = self.ln1(x + self.drop(a))
-        x = self.ln2(x + self.mlp(x))
-        return x, weights
+        return self.ln2(x + self.mlp(x)), weights
 
 
 class DecoderBlock(nn.Module):

@@ -25,7 +25,7 @@ from torch import nn
 from tinyformer.attention import masks
 from tinyformer.attention.multihead import BACKENDS
 from tinyformer.errors import UserError
-from tinyformer.layers.blocks import PostNormBlock
+from tinyformer.layers.blocks import TransformerBlock
 from tinyformer.models.outputs import EncoderOutput
 
 
@@ -68,13 +68,14 @@ class BertEncoder(nn.Module):
         self.ln_emb = nn.LayerNorm(c.n_embd, eps=c.layer_norm_eps)
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
-            PostNormBlock(
+            TransformerBlock(
                 c.n_embd,
                 c.n_head,
                 c.d_ff,
                 dropout=c.dropout,
                 attn_dropout=c.attn_dropout,
                 backend=c.backend,
+                norm_first=False,  # BERT is Post-LayerNorm
                 layer_norm_eps=c.layer_norm_eps,
             )
             for _ in range(c.n_layer)

@@ -16,7 +16,7 @@ from torch import nn
 
 from tinyformer.attention.multihead import BACKENDS
 from tinyformer.errors import UserError
-from tinyformer.layers.blocks import PreNormBlock
+from tinyformer.layers.blocks import TransformerBlock
 from tinyformer.models.outputs import ModelOutput
 
 
@@ -58,7 +58,7 @@ class MiniGPT(nn.Module):
         self.pos_emb = nn.Embedding(c.block_size, c.n_embd)
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
-            PreNormBlock(
+            TransformerBlock(
                 c.n_embd,
                 c.n_head,
                 c.mlp_ratio * c.n_embd,

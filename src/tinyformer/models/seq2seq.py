@@ -30,7 +30,7 @@ from torch import nn
 from tinyformer.attention import masks
 from tinyformer.attention.multihead import BACKENDS, MultiHeadAttention
 from tinyformer.errors import UserError
-from tinyformer.layers.blocks import DecoderBlock, PostNormBlock, PreNormBlock
+from tinyformer.layers.blocks import DecoderBlock, TransformerBlock
 from tinyformer.layers.feedforward import FFN_KINDS
 from tinyformer.models.outputs import EncodedSource, Seq2SeqOutput
 
@@ -247,15 +247,15 @@ def init_weights(model: nn.Module, embedding_init: str = "normal") -> None:
 def build_seq2seq(config: Seq2SeqConfig) -> Seq2SeqTransformer:
     """Assemble embedder, encoder, decoder and output projection from `config`, then initialise them."""
     c = config
-    kw = dict(dropout=c.dropout, backend=c.backend, ffn=c.ffn)
-    Block = PreNormBlock if c.norm_first else PostNormBlock
+    kw = dict(dropout=c.dropout, backend=c.backend, ffn=c.ffn, norm_first=c.norm_first)
 
     def final_norm() -> nn.Module:  # post-norm blocks already end in a LayerNorm
         return nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
 
-    encoder = Encoder([Block(c.d_model, c.n_head, c.d_ff, **kw) for _ in range(c.n_encoder_layers)], final_norm())
+    blocks = [TransformerBlock(c.d_model, c.n_head, c.d_ff, **kw) for _ in range(c.n_encoder_layers)]
+    encoder = Encoder(blocks, final_norm())
     decoder = Decoder(
-        [DecoderBlock(c.d_model, c.n_head, c.d_ff, norm_first=c.norm_first, **kw) for _ in range(c.n_decoder_layers)],
+        [DecoderBlock(c.d_model, c.n_head, c.d_ff, **kw) for _ in range(c.n_decoder_layers)],
         final_norm(),
     )
     model = Seq2SeqTransformer(c, Embedder(c), encoder, decoder, nn.Linear(c.d_model, c.vocab_size))
