@@ -26,7 +26,7 @@ class Cell:
 @dataclass
 class CellResult:
     cell: Cell
-    run: Run  # config, tokenizer, best weights, trainer state
+    run: Run  # config, tokenizer, final (latest) weights, trainer state
     metrics: list[dict]  # metrics.jsonl rows
     reused: bool  # True when the run folder already held the finished run
 
@@ -53,7 +53,7 @@ def run_cell(task: str, base: list[dict], extra: list[str], cell: Cell, folder: 
         if result.status != "finished":
             raise KeyboardInterrupt  # an interrupted cell stops the experiment; rerunning resumes it
     rows = [json.loads(line) for line in (run_dir / ckpt.METRICS).read_text().splitlines() if line.strip()]
-    return CellResult(cell, load_run(run_dir, weights="best"), rows, reused)
+    return CellResult(cell, load_run(run_dir, weights="latest"), rows, reused)  # the model the curves end at
 
 
 def run_grid(task: str, base: list[dict], extra: list[str], cells: list[Cell], folder: Path) -> list[CellResult]:
@@ -78,15 +78,24 @@ def plot_series(curves: dict[str, list[tuple[float, float]]], png: Path, xlabel:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=110)
-    for name, pts in curves.items():
+    fig, ax = plt.subplots(figsize=(9.5, 4.8), dpi=110)
+    colours = plt.get_cmap("tab20").colors
+    for i, (name, pts) in enumerate(curves.items()):
         if pts:
-            ax.plot(*zip(*pts, strict=True), "o-", label=name, markersize=3, linewidth=1.2)
+            style = ("o-", "s--", "^-.")[i % 3]  # colour and line style both vary: no two curves look alike
+            ax.plot(
+                *zip(*pts, strict=True),
+                style,
+                color=colours[(2 * i) % 20 + (i // 10)],
+                label=name,
+                markersize=3,
+                linewidth=1.2,
+            )
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(png)
     plt.close(fig)
