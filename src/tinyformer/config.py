@@ -90,6 +90,34 @@ class RunConfig:
     sample: SampleConfig = field(default_factory=SampleConfig)
 
 
+def check_fields(
+    cfg: Any,
+    section: str,
+    *,
+    positive: tuple[str, ...] = (),
+    fractions: tuple[str, ...] = (),
+    choices: dict[str, tuple[str, ...]] | None = None,
+    divisible: tuple[str, str] | None = None,
+) -> None:
+    """The checks every model config repeats, each failing with a UserError naming the field.
+
+    positive: > 0; fractions: in [0, 1) (dropout rates); choices: one of the allowed
+    strings; divisible: (a, b) with a % b == 0 (width into heads).
+    """
+    for name in positive:
+        _positive(f"{section}.{name}", getattr(cfg, name))
+    for name in fractions:
+        if not 0.0 <= getattr(cfg, name) < 1.0:
+            raise UserError(f"{section}.{name}={getattr(cfg, name)} must be in [0, 1)")
+    for name, allowed in (choices or {}).items():
+        if getattr(cfg, name) not in allowed:
+            raise UserError(f"{section}.{name}={getattr(cfg, name)!r} is not one of {', '.join(allowed)}")
+    if divisible is not None:
+        a, b = divisible
+        if getattr(cfg, a) % getattr(cfg, b):
+            raise UserError(f"{section}.{a}={getattr(cfg, a)} is not divisible by {section}.{b}={getattr(cfg, b)}")
+
+
 def _positive(name: str, value: float) -> None:
     if value <= 0:
         raise UserError(f"{name}={value} must be > 0")

@@ -24,6 +24,7 @@ from torch import nn
 
 from tinyformer.attention import masks
 from tinyformer.attention.multihead import BACKENDS
+from tinyformer.config import check_fields
 from tinyformer.errors import UserError
 from tinyformer.layers.blocks import TransformerBlock
 from tinyformer.models.outputs import EncoderOutput
@@ -44,18 +45,23 @@ class BertConfig:
     backend: str = "sdpa"  # attention backend: "sdpa" or "manual"
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "max_position", "type_vocab_size", "n_layer", "n_head", "n_embd", "d_ff"):
-            if getattr(self, name) <= 0:
-                raise UserError(f"model.{name}={getattr(self, name)} must be > 0")
-        if self.n_embd % self.n_head:
-            raise UserError(f"model.n_embd={self.n_embd} is not divisible by model.n_head={self.n_head}")
-        for name in ("dropout", "attn_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise UserError(f"model.{name}={getattr(self, name)} must be in [0, 1)")
-        if not self.layer_norm_eps > 0:
-            raise UserError(f"model.layer_norm_eps={self.layer_norm_eps} must be > 0")
-        if self.backend not in BACKENDS:
-            raise UserError(f"model.backend={self.backend!r} is not one of {', '.join(BACKENDS)}")
+        check_fields(
+            self,
+            "model",
+            positive=(
+                "vocab_size",
+                "max_position",
+                "type_vocab_size",
+                "n_layer",
+                "n_head",
+                "n_embd",
+                "d_ff",
+                "layer_norm_eps",
+            ),
+            fractions=("dropout", "attn_dropout"),
+            choices={"backend": BACKENDS},
+            divisible=("n_embd", "n_head"),
+        )
 
 
 class BertEncoder(nn.Module):

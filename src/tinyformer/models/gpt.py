@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinyformer.attention.multihead import BACKENDS
+from tinyformer.config import check_fields
 from tinyformer.errors import UserError
 from tinyformer.layers.blocks import TransformerBlock
 from tinyformer.models.outputs import ModelOutput
@@ -34,18 +35,16 @@ class GPTConfig:
     backend: str = "sdpa"  # attention backend: "sdpa" or "manual"
 
     def __post_init__(self) -> None:
-        for name in ("block_size", "n_layer", "n_head", "n_embd", "mlp_ratio"):
-            if getattr(self, name) <= 0:
-                raise UserError(f"model.{name}={getattr(self, name)} must be > 0")
         if self.vocab_size < 0:
             raise UserError(f"model.vocab_size={self.vocab_size} must be >= 0")
-        if self.n_embd % self.n_head:
-            raise UserError(f"model.n_embd={self.n_embd} is not divisible by model.n_head={self.n_head}")
-        for name in ("dropout", "attn_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise UserError(f"model.{name}={getattr(self, name)} must be in [0, 1)")
-        if self.backend not in BACKENDS:
-            raise UserError(f"model.backend={self.backend!r} is not one of {', '.join(BACKENDS)}")
+        check_fields(
+            self,
+            "model",
+            positive=("block_size", "n_layer", "n_head", "n_embd", "mlp_ratio"),
+            fractions=("dropout", "attn_dropout"),
+            choices={"backend": BACKENDS},
+            divisible=("n_embd", "n_head"),
+        )
 
 
 class MiniGPT(nn.Module):

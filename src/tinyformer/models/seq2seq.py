@@ -29,6 +29,7 @@ from torch import nn
 
 from tinyformer.attention import masks
 from tinyformer.attention.multihead import BACKENDS, MultiHeadAttention
+from tinyformer.config import check_fields
 from tinyformer.errors import UserError
 from tinyformer.layers.blocks import DecoderBlock, TransformerBlock
 from tinyformer.layers.feedforward import FFN_KINDS
@@ -58,27 +59,24 @@ class Seq2SeqConfig:
     impl: str = "tinyformer"  # "tinyformer" (this file) or "torch" (torch.nn.Transformer, a baseline)
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "max_len", "d_model", "n_head", "d_ff", "n_encoder_layers", "n_decoder_layers"):
-            if getattr(self, name) <= 0:
-                raise UserError(f"model.{name}={getattr(self, name)} must be > 0")
+        check_fields(
+            self,
+            "model",
+            positive=("vocab_size", "max_len", "d_model", "n_head", "d_ff", "n_encoder_layers", "n_decoder_layers"),
+            fractions=("dropout",),
+            choices={
+                "ffn": FFN_KINDS,
+                "positions": POSITIONS,
+                "embedding_init": EMBEDDING_INITS,
+                "backend": BACKENDS,
+                "impl": IMPLS,
+            },
+            divisible=("d_model", "n_head"),
+        )
         if not 0 <= self.pad_id < self.vocab_size:
             raise UserError(f"model.pad_id={self.pad_id} must be in [0, model.vocab_size={self.vocab_size})")
-        if self.d_model % self.n_head:
-            raise UserError(f"model.d_model={self.d_model} is not divisible by model.n_head={self.n_head}")
         if self.positions == "sinusoidal" and self.d_model % 2:
             raise UserError(f"model.d_model={self.d_model} must be even for sinusoidal positions")
-        if not 0.0 <= self.dropout < 1.0:
-            raise UserError(f"model.dropout={self.dropout} must be in [0, 1)")
-        choices = {
-            "ffn": FFN_KINDS,
-            "positions": POSITIONS,
-            "embedding_init": EMBEDDING_INITS,
-            "backend": BACKENDS,
-            "impl": IMPLS,
-        }
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise UserError(f"model.{name}={getattr(self, name)!r} is not one of {', '.join(allowed)}")
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
