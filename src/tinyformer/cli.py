@@ -69,6 +69,9 @@ def add_sample(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-p", type=float, help="nucleus sampling mass; 1 = off (default 1.0)")
     p.add_argument("--seed", type=int, help="sampling seed (default 1)")
     p.add_argument("--checkpoint", choices=("best", "latest"), default="best", help="which weights")
+    p.add_argument(
+        "--no-cache", action="store_true", help="re-run the whole context every step (the naive path, no KV cache)"
+    )
 
 
 def cmd_sample(a: argparse.Namespace) -> int:
@@ -85,7 +88,7 @@ def cmd_sample(a: argparse.Namespace) -> int:
     given |= {"top_k": a.top_k, "top_p": a.top_p, "seed": a.seed}
     base = dataclasses.asdict(run.config.sample)
     s = SampleConfig(**(base | {k: v for k, v in given.items() if v is not None}))
-    print(generate_text(run.model, run.tokenizer, s))
+    print(generate_text(run.model, run.tokenizer, s, use_cache=not a.no_cache))
     return 0
 
 

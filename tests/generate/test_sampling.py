@@ -1,7 +1,10 @@
+import pytest
 import torch
 from torch import nn
 
-from tinyformer.generate.sampling import filter_logits, generate, next_token
+from tinyformer.data.tokenizers import CharTokenizer
+from tinyformer.generate.sampling import _cached_steps, _naive_steps, filter_logits, generate, next_token
+from tinyformer.models.gpt import GPTConfig, MiniGPT
 from tinyformer.models.outputs import ModelOutput
 
 
@@ -48,6 +51,77 @@ class Spy(nn.Module):
 
 def test_context_is_cropped_to_the_block_size():
     spy = Spy(block_size=8)
-    out = generate(spy, torch.zeros(2, 3, dtype=torch.long), 20, temperature=0)
+    out = generate(spy, torch.zeros(2, 3, dtype=torch.long), 20, temperature=0, use_cache=False)
     assert out.shape == (2, 23)
     assert spy.seen[:6] == [3, 4, 5, 6, 7, 8] and max(spy.seen) == 8
+
+
+# ---- the KV cache: equivalence with the naive path ---------------------------------------------------------
+def small_gpt(positions: str = "learned", vocab_size: int = 30) -> MiniGPT:
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=vocab_size, block_size=32, n_layer=2, n_head=4, n_embd=32, positions=positions)
+    return MiniGPT(cfg).eval()
+
+
+@pytest.fixture(scope="module")
+def trained_gpt() -> tuple[MiniGPT, CharTokenizer]:
+    """A MiniGPT after 60 AdamW steps on the synthetic text: peaked, text-like next-token distributions."""
+    from tests.conftest import SYNTHETIC
+
+    tok = CharTokenizer.from_text(SYNTHETIC)
+    ids = torch.tensor(tok.encode(SYNTHETIC))
+    model = small_gpt(vocab_size=tok.vocab_size).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(60):
+        starts = torch.randint(len(ids) - 33, (16,), generator=g)
+        windows = ids[starts[:, None] + torch.arange(33)]  # (16, 33)
+        loss = model(windows[:, :-1], windows[:, 1:]).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 2.6  # it did learn something (uniform would be ln(V) ~ 3.3)
+    return model.eval(), tok
+
+
+def trace(model, prompt, n, use_cache, temperature, seed=0):
+    """(tokens (B, T0 + n), per-step next-token logits (n, B, V)) through the same steps `generate` uses."""
+    step = _cached_steps(model, prompt, 32) if use_cache else _naive_steps(model, 32)
+    g = torch.Generator().manual_seed(seed)
+    idx, logits = prompt, []
+    with torch.no_grad():
+        for _ in range(n):
+            logits.append(step(idx))
+            idx = torch.cat([idx, next_token(logits[-1], temperature, top_k=10, generator=g)], 1)
+    return idx, torch.stack(logits)
+
+
+@pytest.mark.parametrize("which", ["random", "trained"])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_cached_and_naive_generation_agree_for_200_tokens(which, temperature, trained_gpt):
+    model = small_gpt() if which == "random" else trained_gpt[0]
+    prompt = torch.randint(0, model.config.vocab_size, (2, 5), generator=torch.Generator().manual_seed(1))
+    tokens, logits = trace(model, prompt, 200, True, temperature)
+    ref_tokens, ref_logits = trace(model, prompt, 200, False, temperature)
+    assert torch.equal(tokens, ref_tokens)  # 200 new tokens: well past block_size=32, the window slides
+    assert (logits - ref_logits).abs().max() < 1e-5  # at every step
+    g = [torch.Generator().manual_seed(3) for _ in range(2)]
+    a = generate(model, prompt, 200, temperature=temperature or 1.0, top_k=10, generator=g[0], use_cache=True)
+    b = generate(model, prompt, 200, temperature=temperature or 1.0, top_k=10, generator=g[1], use_cache=False)
+    assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("positions", ["rope", "sinusoidal", "none"])
+def test_cache_equivalence_holds_for_every_position_kind(positions):
+    model = small_gpt(positions)
+    prompt = torch.randint(0, 30, (2, 3), generator=torch.Generator().manual_seed(1))
+    tokens, logits = trace(model, prompt, 60, True, 1.0)
+    ref_tokens, ref_logits = trace(model, prompt, 60, False, 1.0)
+    assert torch.equal(tokens, ref_tokens) and (logits - ref_logits).abs().max() < 1e-5
+
+
+def test_the_cache_runs_one_token_per_step_until_the_window_is_full():
+    model, seen = small_gpt(), []
+    model.embed = (lambda f: lambda idx, start: (seen.append((idx.size(1), start)), f(idx, start))[1])(model.embed)
+    generate(model, torch.zeros(1, 30, dtype=torch.long), 4, temperature=0)
+    assert seen == [(30, 0), (1, 30), (1, 31), (32, 0)]  # prefill, two steps, then a full window rebuilds

@@ -5,10 +5,13 @@ from tinyformer.errors import UserError
 from tinyformer.models.gpt import GPTConfig, MiniGPT, param_breakdown, param_count
 
 
-@pytest.mark.parametrize("backend", ["sdpa", "manual"])
-def test_future_tokens_do_not_change_past_logits(tiny_gpt_config, backend):
+@pytest.mark.parametrize(
+    "backend, positions",
+    [("sdpa", "learned"), ("manual", "learned"), ("sdpa", "sinusoidal"), ("sdpa", "rope"), ("manual", "rope")],
+)
+def test_future_tokens_do_not_change_past_logits(tiny_gpt_config, backend, positions):
     torch.manual_seed(0)
-    cfg = GPTConfig(**{**tiny_gpt_config.__dict__, "backend": backend})
+    cfg = GPTConfig(**{**tiny_gpt_config.__dict__, "backend": backend, "positions": positions})
     model = MiniGPT(cfg).eval()
     idx = torch.randint(0, cfg.vocab_size, (3, 12))
     t = 5
@@ -41,6 +44,8 @@ def test_seed_recipe_has_824832_parameters():
         dict(vocab_size=100, n_layer=1, n_head=1),
         dict(vocab_size=7, block_size=33, n_layer=3, n_head=2, n_embd=24, mlp_ratio=2),
         dict(vocab_size=65, n_layer=8, n_embd=256, qkv_bias=True),
+        dict(vocab_size=65, positions="rope"),
+        dict(vocab_size=65, positions="sinusoidal"),
     ],
 )
 def test_parameter_formula_equals_count(kw):
@@ -60,9 +65,34 @@ def test_output_dataclass_and_attention_weights(tiny_gpt):
     assert torch.all(out.attentions[1].triu(1) == 0)  # causal: nothing above the diagonal
 
 
-def test_context_longer_than_block_is_refused(tiny_gpt):
-    with pytest.raises(ValueError, match="exceeds block_size=16"):
-        tiny_gpt(torch.zeros(1, 17, dtype=torch.long))
+def test_context_longer_than_block_is_refused_for_learned_positions_only(tiny_gpt_config):
+    torch.manual_seed(0)
+    with pytest.raises(ValueError, match="exceed block_size=16"):
+        MiniGPT(tiny_gpt_config)(torch.zeros(1, 17, dtype=torch.long))
+    for positions in ("sinusoidal", "rope", "none"):
+        model = MiniGPT(GPTConfig(**{**tiny_gpt_config.__dict__, "positions": positions}))
+        assert model(torch.zeros(1, 40, dtype=torch.long)).logits.shape == (1, 40, 11)
+
+
+def test_position_kinds_change_what_the_model_computes(tiny_gpt_config):
+    """One token repeated: added positions (learned, sinusoidal) make each position's logits differ; with no
+    positions, or RoPE (which rotates queries and keys but leaves the equal values alone), they are equal."""
+    idx = torch.full((1, 10), 3)
+    for positions, constant in [("none", True), ("learned", False), ("sinusoidal", False), ("rope", True)]:
+        torch.manual_seed(0)
+        model = MiniGPT(GPTConfig(**{**tiny_gpt_config.__dict__, "positions": positions})).eval()
+        logits = model(idx).logits[0]  # (T, V)
+        same = torch.allclose(logits, logits[:1].expand_as(logits), atol=1e-5)
+        assert same == constant, positions
+
+
+def test_removing_the_causal_mask_lets_the_past_see_the_future(tiny_gpt_config):
+    torch.manual_seed(0)
+    model = MiniGPT(GPTConfig(**{**tiny_gpt_config.__dict__, "causal": False})).eval()
+    idx = torch.randint(0, 11, (1, 8))
+    changed = idx.clone()
+    changed[0, -1] = (idx[0, -1] + 1) % 11
+    assert not torch.allclose(model(idx).logits[0, 0], model(changed).logits[0, 0], atol=1e-5)
 
 
 def test_config_validation_names_the_field():
@@ -70,3 +100,7 @@ def test_config_validation_names_the_field():
         GPTConfig(n_embd=130, n_head=4)
     with pytest.raises(UserError, match="model.backend='flash'"):
         GPTConfig(backend="flash")
+    with pytest.raises(UserError, match="model.positions='alibi'"):
+        GPTConfig(positions="alibi")
+    with pytest.raises(UserError, match="even head width"):
+        GPTConfig(n_embd=12, n_head=4, positions="rope")

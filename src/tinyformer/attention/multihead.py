@@ -9,6 +9,10 @@ projects out. `attend` has two backends that compute the same function:
 - "manual" softmax(Q K^T / sqrt(Dh)) V written out, and the only path that can
            return the attention weights. Asking for weights picks it for that call.
 
+Self-attention can also take a rotary position embedding (`rope`, applied to
+queries and keys) and a `KVCache` (`cache`): the new keys and values are written
+at positions [start, start + T) and the queries attend to every cached position.
+
 Shapes: B batch, T queries, S keys, D model width, H heads, Dh = D / H.
 Masks follow `tinyformer.attention.masks`: bool, True = may attend.
 """
@@ -20,6 +24,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinyformer.attention import masks
+from tinyformer.attention.kv_cache import KVCache
+from tinyformer.attention.positions import Rotary
 
 BACKENDS = ("sdpa", "manual")
 
@@ -37,6 +43,7 @@ def attend(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """q (B, H, T, Dh), k/v (B, H, S, Dh) -> (out (B, H, T, Dh), weights (B, H, T, S) or None)."""
     T, S = q.size(-2), k.size(-2)
+    causal = causal and T > 1  # one query is the last position: it may see every key
     if backend == "sdpa" and not need_weights:
         if causal and mask is None and T == S:  # the fast kernel that skips masked blocks
             return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True), None
@@ -101,10 +108,20 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None = None,
         causal: bool = False,
         need_weights: bool = False,
+        rope: Rotary | None = None,
+        cache: KVCache | None = None,
+        start: int = 0,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """x (B, T, D) -> (out (B, T, D), weights (B, H, T, S) if asked for, else None)."""
+        """x (B, T, D) at positions [start, start+T) -> (out (B, T, D), weights (B, H, T, S) if asked, else None).
+
+        With a cache, S = start + T: the queries see the cached keys of every earlier position.
+        """
         B, T, D = x.shape
         q, k, v = self.project(x, context)  # (B, H, T, Dh), (B, H, S, Dh) x 2
+        if rope is not None:
+            q, k = rope(q, start), rope(k, start)  # rotated by their positions; shapes unchanged
+        if cache is not None:
+            k, v = cache.update(k, v, start)  # (B, H, start + T, Dh) each
         p = self.dropout if self.training else 0.0
         y, w = attend(q, k, v, mask=mask, causal=causal, dropout_p=p, backend=self.backend, need_weights=need_weights)
         y = y.transpose(1, 2).reshape(B, T, D)  # (B, T, D): heads merged back

@@ -1,6 +1,12 @@
 """Autoregressive sampling: temperature, top-k (Fan et al., 2018) and top-p / nucleus
-(Holtzman et al., 2020), with a seeded generator and the context cropped to the
-model's block size.
+(Holtzman et al., 2020), with a seeded generator and the context cropped to a
+window (the model's block size unless told otherwise).
+
+`generate` uses a KV cache by default: the prompt is run once (prefill), then
+each step runs only the newest token. Once the window is full, every position
+shifts by one, so every cached key is stale; the cached path then rebuilds the
+cache from the last `window` tokens, which is exactly what the naive path
+(`use_cache=False`, the whole window re-run every step) computes.
 """
 
 from __future__ import annotations
@@ -51,24 +57,52 @@ def generate(
     top_k: int = 0,
     top_p: float = 1.0,
     generator: torch.Generator | None = None,
+    use_cache: bool = True,
+    window: int | None = None,
 ) -> torch.Tensor:
-    """idx (B, T0) -> (B, T0 + max_new_tokens); each step sees at most block_size tokens."""
-    block = model.config.block_size
+    """idx (B, T0) -> (B, T0 + max_new_tokens); each step sees at most `window` (default block_size) tokens."""
+    window = window or model.config.block_size
+    use_cache = use_cache and model.config.causal  # without the mask, earlier keys change as text grows
     was_training = model.training
     model.eval()
+    step = _cached_steps(model, idx, window) if use_cache else _naive_steps(model, window)
     for _ in range(max_new_tokens):
-        logits = model(idx[:, -block:]).logits[:, -1, :]  # (B, V)
+        logits = step(idx)  # (B, V): the next-token logits after the last token of idx
         idx = torch.cat([idx, next_token(logits, temperature, top_k, top_p, generator)], dim=1)
     model.train(was_training)
     return idx
 
 
-def generate_text(model: nn.Module, tokenizer, s: SampleConfig) -> str:
+def _naive_steps(model: nn.Module, window: int):
+    """Each step re-runs the model over the whole window: O(window) tokens of work per new token."""
+    return lambda idx: model(idx[:, -window:]).logits[:, -1, :]
+
+
+def _cached_steps(model: nn.Module, idx: torch.Tensor, window: int):
+    """Each step runs only the tokens the cache has not seen; a full window rebuilds the cache."""
+    cache = model.new_cache(idx.size(0), window)
+    state = {"seen": 0}  # tokens of idx already in the cache (idx only grows by one per step)
+
+    def step(idx: torch.Tensor) -> torch.Tensor:
+        n, seen = idx.size(1), state["seen"]
+        if seen and n - seen == 1 and n <= window:  # the usual step: one new token at position n - 1
+            out = model(idx[:, -1:], cache=cache, start=n - 1)
+        else:  # the prompt, or a full window whose positions all shifted: prefill from scratch
+            out = model(idx[:, -window:], cache=cache, start=0)
+        state["seen"] = n
+        return out.logits[:, -1, :]
+
+    return step
+
+
+def generate_text(model: nn.Module, tokenizer, s: SampleConfig, use_cache: bool = True) -> str:
     """`s.prompt` followed by `s.tokens` sampled tokens, seeded by `s.seed`."""
     if not s.prompt:
         raise UserError("the prompt is empty; give at least one character (e.g. --prompt $'\\n')")
     device = next(model.parameters()).device
     idx = torch.tensor([tokenizer.encode(s.prompt)], dtype=torch.long, device=device)  # (1, T0)
     g = torch.Generator(device=device).manual_seed(s.seed)
-    out = generate(model, idx, s.tokens, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, generator=g)
+    out = generate(
+        model, idx, s.tokens, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, generator=g, use_cache=use_cache
+    )
     return tokenizer.decode(out[0])

@@ -26,7 +26,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from tinyformer.attention.kv_cache import KVCache
 from tinyformer.attention.multihead import MultiHeadAttention
+from tinyformer.attention.positions import Rotary
 from tinyformer.layers.feedforward import make_feedforward
 
 
@@ -66,13 +68,18 @@ class TransformerBlock(nn.Module):
         mask: torch.Tensor | None = None,
         causal: bool = False,
         need_weights: bool = False,
+        rope: Rotary | None = None,
+        cache: KVCache | None = None,
+        start: int = 0,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """x (B, T, D) -> (x (B, T, D), attention weights (B, H, T, T) or None)."""
+        """x (B, T, D) -> (x (B, T, D), attention weights (B, H, T, S) or None); `rope`, `cache` and `start`
+        go to the self-attention (see `MultiHeadAttention.forward`)."""
+        kw = dict(mask=mask, causal=causal, need_weights=need_weights, rope=rope, cache=cache, start=start)
         if self.norm_first:
-            a, weights = self.attn(self.ln1(x), mask=mask, causal=causal, need_weights=need_weights)
+            a, weights = self.attn(self.ln1(x), **kw)
             x = x + self.drop(a)
             return x + self.mlp(self.ln2(x)), weights
-        a, weights = self.attn(x, mask=mask, causal=causal, need_weights=need_weights)
+        a, weights = self.attn(x, **kw)
         x = self.ln1(x + self.drop(a))
         return self.ln2(x + self.mlp(x)), weights
 

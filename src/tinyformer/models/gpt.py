@@ -1,8 +1,13 @@
 """MiniGPT: a decoder-only Transformer language model (Radford et al., 2018/2019).
 
-Token + learned position embeddings, `n_layer` Pre-LayerNorm causal blocks, a
-final LayerNorm and a linear head to vocabulary logits. Small enough to read in
-one sitting; the default config is the seed lab's character model.
+Token embeddings plus positions (learned by default, as in GPT-2; sinusoidal,
+rotary or none as options, see `tinyformer.attention.positions`), `n_layer`
+Pre-LayerNorm causal blocks, a final LayerNorm and a linear head to vocabulary
+logits. Small enough to read in one sitting; the default config is the seed
+lab's character model.
+
+Generation passes one `KVCache` per layer (`new_cache`) and the position
+`start` of the first new token, so each step runs only the new token.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tinyformer.attention.kv_cache import KVCache
 from tinyformer.attention.multihead import BACKENDS
+from tinyformer.attention.positions import POSITIONS, Rotary, sinusoidal_table
 from tinyformer.config import check_fields
 from tinyformer.errors import UserError
 from tinyformer.layers.blocks import TransformerBlock
@@ -24,7 +31,7 @@ from tinyformer.models.outputs import ModelOutput
 @dataclass
 class GPTConfig:
     vocab_size: int = 0  # tokens in the vocabulary; 0 = take it from the tokenizer
-    block_size: int = 128  # longest context the model sees (learned positions)
+    block_size: int = 128  # context length it trains on; learned positions cannot go past it
     n_layer: int = 4  # Transformer blocks
     n_head: int = 4  # attention heads per block
     n_embd: int = 128  # model width D
@@ -33,6 +40,9 @@ class GPTConfig:
     attn_dropout: float = 0.0  # on attention weights; > 0 rules out the fused causal kernel
     qkv_bias: bool = False  # bias on the query/key/value projection
     backend: str = "sdpa"  # attention backend: "sdpa" or "manual"
+    positions: str = "learned"  # "learned" | "sinusoidal" | "rope" | "none"
+    rope_base: float = 10000.0  # RoPE: angle of pair i is position * rope_base^(-2i/Dh)
+    causal: bool = True  # False removes the causal mask: an ablation that lets training peek at the answer
 
     def __post_init__(self) -> None:
         if self.vocab_size < 0:
@@ -42,9 +52,17 @@ class GPTConfig:
             "model",
             positive=("block_size", "n_layer", "n_head", "n_embd", "mlp_ratio"),
             fractions=("dropout", "attn_dropout"),
-            choices={"backend": BACKENDS},
+            choices={"backend": BACKENDS, "positions": POSITIONS},
             divisible=("n_embd", "n_head"),
         )
+        if self.positions == "rope" and (self.n_embd // self.n_head) % 2:
+            dh = self.n_embd // self.n_head
+            raise UserError(f"model.positions=rope needs an even head width; n_embd/n_head = {dh}")
+        if self.positions == "sinusoidal" and self.n_embd % 2:
+            raise UserError(f"model.positions=sinusoidal needs an even model.n_embd, got {self.n_embd}")
+
+
+SINUSOID_SCALE = 0.02  # the token embeddings' init std: the fixed table does not drown the tokens at init
 
 
 class MiniGPT(nn.Module):
@@ -54,7 +72,9 @@ class MiniGPT(nn.Module):
             raise ValueError("GPTConfig.vocab_size must be set (> 0) before building the model")
         c = self.config = config
         self.tok_emb = nn.Embedding(c.vocab_size, c.n_embd)
-        self.pos_emb = nn.Embedding(c.block_size, c.n_embd)
+        if c.positions == "learned":
+            self.pos_emb = nn.Embedding(c.block_size, c.n_embd)
+        self.rope = Rotary(c.n_embd // c.n_head, c.rope_base) if c.positions == "rope" else None
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
             TransformerBlock(
@@ -82,24 +102,56 @@ class MiniGPT(nn.Module):
         if isinstance(m, nn.Linear) and m.bias is not None:
             nn.init.zeros_(m.bias)
 
+    def new_cache(self, batch_size: int, capacity: int | None = None) -> list[KVCache]:
+        """One empty `KVCache` per block for up to `capacity` positions (default: block_size)."""
+        c, p = self.config, next(self.parameters())
+        S, Dh = capacity or c.block_size, c.n_embd // c.n_head
+        return [KVCache(batch_size, c.n_head, S, Dh, device=p.device, dtype=p.dtype) for _ in self.blocks]
+
+    def embed(self, idx: torch.Tensor, start: int) -> torch.Tensor:
+        """idx (B, T) at positions [start, start+T) -> token (+ position) embeddings (B, T, D)."""
+        c, T = self.config, idx.size(1)
+        x = self.tok_emb(idx)  # (B, T, D)
+        if c.positions == "learned":
+            if start + T > c.block_size:
+                raise ValueError(
+                    f"positions up to {start + T} exceed block_size={c.block_size}: learned positions stop there"
+                )
+            x = x + self.pos_emb(torch.arange(start, start + T, device=idx.device))  # (T, D) broadcast over B
+        elif c.positions == "sinusoidal":  # scaled to the token embeddings' init std, as Vaswani's sqrt(D) does
+            x = x + SINUSOID_SCALE * sinusoidal_table(T, c.n_embd, start).to(x.device, x.dtype)
+        return self.drop(x)
+
     def forward(
-        self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, need_weights: bool = False
+        self,
+        idx: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        *,
+        need_weights: bool = False,
+        cache: list[KVCache] | None = None,
+        start: int = 0,
     ) -> ModelOutput:
-        """idx (B, T) token ids, T <= block_size; targets (B, T) -> logits (B, T, V) and loss."""
+        """idx (B, T) tokens at positions [start, start+T); targets (B, T) -> logits (B, T, V) and loss.
+
+        With `cache` (from `new_cache`), the blocks store this call's keys/values and attend to all
+        earlier cached positions too; without it, `start` must be 0.
+        """
         B, T = idx.shape
-        if T > self.config.block_size:
-            raise ValueError(f"sequence length {T} exceeds block_size={self.config.block_size}")
-        pos = torch.arange(T, device=idx.device)  # (T,)
-        x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))  # (B, T, D)
+        if cache is None and start:
+            raise ValueError(f"start={start} without a cache: there is nothing before position {start} to attend to")
+        x = self.embed(idx, start)  # (B, T, D)
         attentions = []
-        for block in self.blocks:
-            x, w = block(x, causal=True, need_weights=need_weights)
+        for i, block in enumerate(self.blocks):
+            layer_cache = cache[i] if cache is not None else None
+            x, w = block(
+                x, causal=self.config.causal, need_weights=need_weights, rope=self.rope, cache=layer_cache, start=start
+            )
             attentions.append(w)
         logits = self.head(self.ln_f(x))  # (B, T, V)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.view(B * T, -1), targets.reshape(B * T))
-        return ModelOutput(logits, loss, attentions if need_weights else None)
+        return ModelOutput(logits, loss, attentions if need_weights else None, cache)
 
 
 def param_breakdown(c: GPTConfig) -> list[tuple[str, str, int, int]]:
@@ -109,10 +161,11 @@ def param_breakdown(c: GPTConfig) -> list[tuple[str, str, int, int]]:
     (a test checks it against `sum(p.numel())`).
     """
     V, T, D, F_ = c.vocab_size, c.block_size, c.n_embd, c.mlp_ratio * c.n_embd
+    learned = c.positions == "learned"
     qkv_bias = "+3D " if c.qkv_bias else ""
     return [
         ("token embedding", "V·D", V * D, 1),
-        ("position embedding", "T·D", T * D, 1),
+        ("position embedding", "T·D" if c.positions == "learned" else f"none ({c.positions})", learned * T * D, 1),
         ("block attention", f"3D² {qkv_bias}+ D² + D", 4 * D * D + D + (3 * D if c.qkv_bias else 0), c.n_layer),
         ("block MLP", "2·D·F + F + D", 2 * D * F_ + F_ + D, c.n_layer),
         ("block layer norms", "2·2D", 4 * D, c.n_layer),

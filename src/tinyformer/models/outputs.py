@@ -12,6 +12,7 @@ class ModelOutput:
     logits: torch.Tensor  # (B, T, V)
     loss: torch.Tensor | None = None  # mean cross-entropy when targets were given
     attentions: list[torch.Tensor] | None = None  # per layer (B, H, T, S) when asked for
+    cache: list | None = None  # the per-layer KVCache objects the call wrote to, when it was given them
 
 
 @dataclass

@@ -29,6 +29,7 @@ from torch import nn
 
 from tinyformer.attention import masks
 from tinyformer.attention.multihead import BACKENDS, MultiHeadAttention
+from tinyformer.attention.positions import sinusoidal_table
 from tinyformer.config import check_fields
 from tinyformer.errors import UserError
 from tinyformer.layers.blocks import DecoderBlock, TransformerBlock
@@ -77,14 +78,6 @@ class Seq2SeqConfig:
             raise UserError(f"model.pad_id={self.pad_id} must be in [0, model.vocab_size={self.vocab_size})")
         if self.positions == "sinusoidal" and self.d_model % 2:
             raise UserError(f"model.d_model={self.d_model} must be even for sinusoidal positions")
-
-
-def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
-    """(max_len, D) with PE[p, 2i] = sin(p / 10000^(2i/D)) and PE[p, 2i+1] = cos(p / 10000^(2i/D))."""
-    pos = torch.arange(max_len, dtype=torch.float32)[:, None]  # (L, 1)
-    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))  # (D/2,)
-    angles = pos * inv_freq  # (L, D/2)
-    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)  # (L, D/2, 2) -> (L, D): sin, cos interleaved
 
 
 class Embedder(nn.Module):
