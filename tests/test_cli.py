@@ -156,6 +156,23 @@ def test_sample_and_info(trained, capsys):
 
 
 @pytest.mark.slow
+def test_sample_with_and_without_the_cache_print_the_same_text(trained):
+    args = ("sample", str(trained), "--prompt", "ROMEO:", "--tokens", "80", "--seed", "5")  # 86 > block_size 32
+    cached, naive = cli(*args), cli(*args, "--no-cache")
+    assert cached.returncode == naive.returncode == 0, cached.stderr + naive.stderr
+    assert cached.stdout == naive.stdout
+
+
+@pytest.mark.slow
+def test_export_hf_writes_a_folder_gpt2_loads(trained, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    assert main(["export", "hf", str(trained), str(tmp_path / "hf")]) == 0
+    hf = transformers.GPT2LMHeadModel.from_pretrained(tmp_path / "hf")
+    assert hf.config.n_layer == 1 and hf.config.n_positions == 32
+    assert (tmp_path / "hf" / "char_tokenizer.json").is_file()
+
+
+@pytest.mark.slow
 def test_corrupt_checkpoint_is_a_one_line_error(trained, tmp_path, capsys):
     import shutil
 

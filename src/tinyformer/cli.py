@@ -222,6 +222,28 @@ def cmd_translate(a: argparse.Namespace) -> int:
     return 0
 
 
+# ---- export -------------------------------------------------------------------------
+def add_export(p: argparse.ArgumentParser) -> None:
+    p.add_argument("format", choices=("hf",), help="hf: a Hugging Face GPT-2 folder (config.json + model.safetensors)")
+    p.add_argument("run", help="run folder of `tinyformer train gpt` (learned positions)")
+    p.add_argument("out", help="folder to write")
+    p.add_argument("--checkpoint", choices=("best", "latest"), default="best", help="which weights")
+
+
+def cmd_export(a: argparse.Namespace) -> int:
+    from tinyformer.export import export_hf
+    from tinyformer.runs import load_run
+    from tinyformer.train import checkpoint as ckpt
+
+    run = load_run(a.run, weights=a.checkpoint)
+    if run.config.task != "gpt":
+        raise UserError(f"{a.run!r} is a {run.config.task!r} run; export hf writes GPT-2, from a `train gpt` run")
+    out = export_hf(run.model, a.out, run.path / ckpt.TOKENIZER)
+    print(f"wrote {out}/config.json and {out}/model.safetensors")
+    print(f"load it with transformers.GPT2LMHeadModel.from_pretrained({str(out)!r})")
+    return 0
+
+
 # ---- experiments ----------------------------------------------------------------------
 EXPERIMENTS = {"reverse-ablation": "tinyformer.experiments.reverse_ablation"}
 
@@ -246,6 +268,7 @@ COMMANDS = {
     "eval": (add_eval, cmd_eval, "exact match and token accuracy of an encoder-decoder run"),
     "translate": (add_translate, cmd_translate, "run an encoder-decoder on one input (greedy or beam)"),
     "viz": (add_viz, None, "draw attention: Hugging Face BERT, a tinyformer run, cross-attention"),
+    "export": (add_export, cmd_export, "write a run in another format (Hugging Face GPT-2)"),
     "experiment": (add_experiment, cmd_experiment, "train a grid of runs and write a report"),
     "bench": (add_bench, cmd_bench, "measure speed and memory"),
 }
