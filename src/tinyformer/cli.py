@@ -245,19 +245,27 @@ def cmd_export(a: argparse.Namespace) -> int:
 
 
 # ---- experiments ----------------------------------------------------------------------
-EXPERIMENTS = {"reverse-ablation": "tinyformer.experiments.reverse_ablation"}
+EXPERIMENTS = {  # name -> (module, function(out, quick=, data=) -> report path)
+    "ablation": ("tinyformer.experiments.gpt_studies", "ablation"),
+    "scale": ("tinyformer.experiments.gpt_studies", "scale"),
+    "positions": ("tinyformer.experiments.gpt_studies", "positions"),
+    "kv-cache": ("tinyformer.experiments.kv_cache", "run"),
+    "reverse-ablation": ("tinyformer.experiments.reverse_ablation", "run"),
+}
 
 
 def add_experiment(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", choices=sorted(EXPERIMENTS), help="which study")
+    p.add_argument("name", choices=list(EXPERIMENTS), help="which study")
     p.add_argument("--quick", action="store_true", help="tiny sizes (for CI): checks the pipeline, not the answer")
     p.add_argument("--out", help="experiment folder (default: runs/experiments/NAME); finished cells are reused")
+    p.add_argument("--data", help="text file for the MiniGPT studies (default: $TINYFORMER_DATA, then cache/download)")
 
 
 def cmd_experiment(a: argparse.Namespace) -> int:
     import importlib
 
-    importlib.import_module(EXPERIMENTS[a.name]).run(a.out, quick=a.quick)
+    module, function = EXPERIMENTS[a.name]
+    getattr(importlib.import_module(module), function)(a.out, quick=a.quick, data=a.data)
     return 0
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from tinyformer.errors import UserError
 from tinyformer.experiments.runner import Cell, CellResult, markdown_table, plot_series, run_grid
 from tinyformer.tasks.reverse import cross_alignment
 
@@ -191,7 +192,9 @@ def _divergence(by: dict[str, CellResult]) -> str:
     return "\n".join(lines)
 
 
-def run(out: Path | None = None, quick: bool = False) -> Path:
+def run(out: Path | None = None, quick: bool = False, data: str | None = None) -> Path:
+    if data:
+        raise UserError("reverse-ablation generates its digit sequences; it takes no --data")
     folder = Path(out or f"runs/experiments/reverse-ablation{'-quick' if quick else ''}")
     torch.manual_seed(0)
     grid = cells(d_ff=64) if quick else cells()

@@ -1,0 +1,316 @@
+"""The MiniGPT lab's questions as studies, each one command that trains a grid and writes `report.md`.
+
+- `ablation`   depth 4 vs 1, heads 4 vs 1 at fixed width, and the causal mask removed (Radford et al., 2018's
+               decoder needs it: without it the teacher-forced loss can read the answer).
+- `scale`      8 layers and width 256 beside the base model: parameter formula vs count, loss vs step and vs
+               wall time, tokens per parameter next to Chinchilla's ~20 (Hoffmann et al., 2022).
+- `positions`  learned, sinusoidal and rotary positions trained at one context with the same budget, then
+               evaluated at 1x, 2x and 4x that context, RoPE with and without NTK-aware scaling.
+
+    tinyformer experiment ablation|scale|positions [--quick] [--out DIR]
+
+The full size is the real answer (minutes on a laptop CPU); `--quick` only checks the pipeline.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import torch
+
+from tinyformer.experiments.runner import Cell, CellResult, markdown_table, plot_series, run_grid
+
+# The base of every study: the CPU preset of `configs/gpt_cpu_quick.toml` (val ~1.65 in ~2 minutes on 2 cores).
+BASE = [
+    "model.block_size=64",
+    "model.dropout=0.0",
+    "train.max_iters=3000",
+    "train.batch_size=16",
+    "train.lr=0.003",
+    "train.schedule=cosine",
+    "train.warmup_iters=100",
+    "train.min_lr=0.0003",
+    "train.beta2=0.99",
+    "train.eval_interval=250",
+    "train.eval_iters=50",
+]
+QUICK = [
+    "model.block_size=32",
+    "model.n_embd=32",
+    "model.n_layer=2",
+    "train.max_iters=30",
+    "train.eval_interval=10",
+    "train.eval_iters=2",
+    "train.warmup_iters=5",
+    "sample.tokens=60",
+]
+SAMPLE_CHARS = 300
+
+
+# ---- shared measurements --------------------------------------------------------------------------------
+@torch.no_grad()
+def sample_text(r: CellResult, n: int = SAMPLE_CHARS) -> str:
+    """`n` characters continuing "\\n", with the run's own sampling settings (seeded)."""
+    from dataclasses import replace
+
+    from tinyformer.generate.sampling import generate_text
+
+    return generate_text(r.run.model, r.run.tokenizer, replace(r.run.config.sample, tokens=n))[1:]
+
+
+@torch.no_grad()
+def text_loss(model: torch.nn.Module, tokenizer, text: str) -> float:
+    """Mean next-character cross-entropy of `text` under a causal model, in windows of its block size."""
+    ids = torch.tensor(tokenizer.encode(text))
+    T = model.config.block_size
+    total, count = 0.0, 0
+    for s in range(0, len(ids) - 1, T):
+        chunk = ids[s : s + T + 1][None]  # (1, <= T + 1)
+        loss = model(chunk[:, :-1], chunk[:, 1:]).loss
+        total, count = total + loss.item() * (chunk.size(1) - 1), count + chunk.size(1) - 1
+    return total / count
+
+
+@torch.no_grad()
+def val_loss_at(r: CellResult, context: int, batches: int, batch_size: int = 8) -> float:
+    """Mean val loss over fixed, seeded windows of `context` tokens (every position of each window counts)."""
+    from tinyformer.data.tinyshakespeare import TokenSplits, read_text, resolve_path
+
+    text = read_text(resolve_path(r.run.config.data.path or None))
+    ids = torch.tensor(r.run.tokenizer.encode(text))
+    splits = TokenSplits(ids, r.run.config.data.val_fraction, context)
+    g = torch.Generator().manual_seed(0)
+    model = r.run.model.eval()
+    return sum(model(*splits.batch("val", batch_size, g)).loss.item() for _ in range(batches)) / batches
+
+
+def best_val(r: CellResult) -> float:
+    return min(v for _, v in r.series("val", "loss"))
+
+
+def params(r: CellResult) -> int:
+    return sum(p.numel() for p in r.run.model.parameters())
+
+
+def header(title: str, quick: bool) -> list[str]:
+    note = " (--quick size: the numbers check the pipeline, they answer nothing)" if quick else ""
+    return [f"# {title}{note}", "", "Every number below is computed from the run folders next to this file.", ""]
+
+
+def run_study(
+    name: str, cells: list[Cell], out: Path | None, quick: bool, data: str | None, budget: list[str] = ()
+) -> list[CellResult]:
+    """Train or reuse every cell on BASE (+ the study's `budget`, or QUICK sizes instead of both)."""
+    folder = Path(out or f"runs/experiments/{name}{'-quick' if quick else ''}")
+    extra = [*BASE, *(QUICK if quick else budget)] + ([f"data.path={json.dumps(data)}"] if data else [])
+    return run_grid("gpt", [], extra, cells, folder)
+
+
+def folder_of(results: list[CellResult]) -> Path:
+    return results[0].run.path.parent
+
+
+# ---- ablation -------------------------------------------------------------------------------------------
+ABLATION = [
+    Cell("baseline", [], "4 layers, 4 heads, width 128, causal mask"),
+    Cell("1-layer", ["model.n_layer=1"], "one layer instead of four"),
+    Cell("1-head", ["model.n_head=1"], "one head of width 128 instead of four of 32"),
+    Cell("no-mask", ["model.causal=false"], "causal mask removed: every position sees the whole window"),
+]
+
+
+def ablation(out: Path | None = None, quick: bool = False, data: str | None = None) -> Path:
+    results = run_study("ablation", ABLATION, out, quick, data)
+    folder, base = folder_of(results), results[0]
+    curves = {r.cell.name: r.series("val", "loss") for r in results}
+    plot_series(curves, folder / "val_loss.png", "step", "val loss (teacher-forced)", "Ablation: val loss")
+    samples = {r.cell.name: sample_text(r) for r in results}
+    judged = {n: text_loss(base.run.model, base.run.tokenizer, s) for n, s in samples.items()}
+    rows = [
+        [r.cell.name, r.cell.about, params(r), best_val(r), judged[r.cell.name], f"{r.run.state['train_seconds']:.0f}"]
+        for r in results
+    ]
+    cols = ["cell", "what changes", "parameters", "best val loss", "its sample's loss under baseline", "train s"]
+    nm, bl = best_val(results[-1]), best_val(base)
+    verdict = (
+        f"The no-mask model's val loss ({nm:.3f}) is {'lower' if nm < bl else 'not lower'} than the baseline's "
+        f"({bl:.3f}){'. That number is cheating' if nm < bl else ' at this size, but any gain would be cheating'}"
+        ": the teacher-forced loss scores position t against token t+1, and "
+        "without the causal mask position t can attend to token t+1 and copy it. At generation time the next "
+        "token does not exist yet, so the model has learned to read an answer that is never there. Its free "
+        f"generation shows it: its {SAMPLE_CHARS}-character sample scores {judged['no-mask']:.3f} nats per "
+        f"character under the causal baseline, against {judged['baseline']:.3f} for the baseline's own sample "
+        "(lower = more like the text the baseline learned)."
+    )
+    parts = [
+        *header("MiniGPT ablation: depth, heads, causal mask", quick),
+        markdown_table(cols, rows),
+        "",
+        "The last numeric column judges free generation: each cell's seeded sample, scored by the baseline "
+        "model (mean cross-entropy per character, nats).",
+        "",
+        "![val loss](val_loss.png)",
+        "",
+        "## The model without a causal mask",
+        "",
+        verdict,
+        "",
+        "## Samples (300 characters each, temperature and top-k from each run's config, seed 1)",
+        "",
+        *[f"### {n}\n\n```\n{s}\n```\n" for n, s in samples.items()],
+    ]
+    return write(folder, parts)
+
+
+def write(folder: Path, parts: list[str]) -> Path:
+    path = folder / "report.md"
+    path.write_text("\n".join(parts) + "\n", encoding="utf-8")
+    print(f"report: {path}")
+    return path
+
+
+# ---- scale ----------------------------------------------------------------------------------------------
+SCALE = [
+    Cell("base", [], "4 layers, width 128"),
+    Cell("deep-8", ["model.n_layer=8"], "8 layers, width 128"),
+    Cell("wide-256", ["model.n_embd=256"], "4 layers, width 256 (4 heads of 64)"),
+]
+CHINCHILLA_TOKENS_PER_PARAM = 20  # Hoffmann et al. (2022): compute-optimal training sees ~20 tokens per parameter
+
+
+def scale(out: Path | None = None, quick: bool = False, data: str | None = None) -> Path:
+    from tinyformer.models.gpt import param_count
+
+    results = run_study("scale", SCALE, out, quick, data)
+    folder = folder_of(results)
+    by_step = {r.cell.name: r.series("val", "loss") for r in results}
+    by_time = {r.cell.name: r.series("val", "train_seconds") for r in results}
+    plot_series(by_step, folder / "loss_vs_step.png", "step", "val loss", "Scale: val loss per step")
+    timed = {n: [(t, v) for (_, t), (_, v) in zip(by_time[n], by_step[n], strict=True)] for n in by_step}
+    plot_series(timed, folder / "loss_vs_time.png", "training seconds", "val loss", "Scale: val loss per second")
+    rows, ratios = [], {}
+    for r in results:
+        n, tokens = params(r), r.run.state["tokens_seen"]
+        ratios[r.cell.name] = tokens / n
+        rows.append(
+            [r.cell.name, r.cell.about, param_count(r.run.config.model), n, f"{tokens:,}", f"{tokens / n:.1f}"]
+            + [best_val(r), f"{r.run.state['train_seconds']:.0f}"]
+        )
+    cols = ["cell", "model", "params (formula)", "params (counted)", "tokens seen", "tokens/param", "best val loss"]
+    parts = [
+        *header("MiniGPT scale-up: deeper and wider at the same number of steps", quick),
+        markdown_table([*cols, "train s"], rows),
+        "",
+        "![loss vs step](loss_vs_step.png)",
+        "",
+        "![loss vs time](loss_vs_time.png)",
+        "",
+        "## Against compute-optimal scaling",
+        "",
+        chinchilla_paragraph(results, ratios),
+    ]
+    return write(folder, parts)
+
+
+def chinchilla_paragraph(results: list[CellResult], ratios: dict[str, float]) -> str:
+    base, *bigger = results
+    best = min(results, key=best_val)
+    same_time = min(r.run.state["train_seconds"] for r in results)
+    at_budget = {r.cell.name: _loss_within(r, same_time) for r in results}
+    winner = min((n for n in at_budget if math.isfinite(at_budget[n])), key=lambda n: at_budget[n])
+    needed = {r.cell.name: CHINCHILLA_TOKENS_PER_PARAM * params(r) for r in results}
+    lines = [
+        f"Chinchilla's rule of thumb is ~{CHINCHILLA_TOKENS_PER_PARAM} training tokens per parameter for the "
+        "lowest loss at a fixed compute budget. These runs all take the same number of steps on the same "
+        f"batches, so they see the same {base.run.state['tokens_seen']:,} tokens: "
+        + ", ".join(f"{n} {ratios[n]:.1f} tokens/param" for n in ratios)
+        + ". Compute-optimal training would need "
+        + ", ".join(f"{needed[n]:,} tokens for {n}" for n in needed)
+        + ".",
+        "",
+        f"Per step, the lowest val loss is {best.cell.name}'s ({best_val(best):.4f})"
+        + ("; the bigger models learn more per token. " if best is not base else ". ")
+        + "Per second the comparison can change: at the smallest training time of the three, "
+        f"{same_time:.0f} s, the best val loss reached so far is "
+        + ", ".join(f"{n} {v:.4f}" if math.isfinite(v) else f"{n} not evaluated yet" for n, v in at_budget.items())
+        + f", so {winner} wins when time is what you have. Every model here is trained on "
+        f"{min(ratios.values()):.1f}-{max(ratios.values()):.1f} tokens per parameter, far below 20, so each is "
+        "undertrained for its size; Chinchilla's analysis says that a fixed compute budget is better spent on a "
+        "model small enough to see ~20 tokens per parameter, which is why the per-second curve, not the "
+        "per-step one, is the one to read on a laptop.",
+    ]
+    return "\n".join(lines)
+
+
+def _loss_within(r: CellResult, seconds: float) -> float:
+    """The lowest val loss the run had logged by `seconds` of training (inf if none yet)."""
+    pts = [(t, v) for (_, t), (_, v) in zip(r.series("val", "train_seconds"), r.series("val", "loss"), strict=True)]
+    return min((v for t, v in pts if t <= seconds * 1.001), default=math.nan)
+
+
+# ---- positions ------------------------------------------------------------------------------------------
+TRAIN_CONTEXT = 128
+POSITIONS_BUDGET = [f"model.block_size={TRAIN_CONTEXT}", "train.max_iters=1500"]
+POSITION_CELLS = [
+    Cell(kind, [f"model.positions={kind}"], about)
+    for kind, about in [
+        ("learned", "a trained vector per position (GPT-2)"),
+        ("sinusoidal", "the fixed sin/cos table (Vaswani et al.)"),
+        ("rope", "rotary queries and keys (Su et al.)"),
+    ]
+]
+
+
+def positions(out: Path | None = None, quick: bool = False, data: str | None = None) -> Path:
+    from tinyformer.attention.positions import ntk_base
+
+    results = run_study("positions", POSITION_CELLS, out, quick, data, POSITIONS_BUDGET)
+    folder = folder_of(results)
+    trained = results[0].run.config.model.block_size
+    contexts = [trained, 2 * trained, 4 * trained]
+    batches = 2 if quick else 12
+    table: dict[str, list[float | None]] = {}
+    for r in results:
+        kind = r.cell.name
+        table[kind] = [None if kind == "learned" and L > trained else val_loss_at(r, L, batches) for L in contexts]
+        if kind == "rope":
+            table["rope + NTK"] = []
+            for L in contexts:
+                r.run.model.rope.alpha = L / trained  # NTK-aware scaling for this context; no retraining
+                table["rope + NTK"].append(val_loss_at(r, L, batches))
+            r.run.model.rope.alpha = 1.0
+    na = f"n/a: learned positions stop at {trained}"
+    rows = [[k, *(na if v is None else f"{v:.4f}" for v in vals)] for k, vals in table.items()]
+    lines = {k: [(L, v) for L, v in zip(contexts, vals, strict=True) if v is not None] for k, vals in table.items()}
+    plot_series(lines, folder / "loss_vs_context.png", "evaluation context (tokens)", "val loss", "Positions")
+    plot_series(
+        {r.cell.name: r.series("val", "loss") for r in results},
+        folder / "val_loss.png",
+        "step",
+        f"val loss at context {trained}",
+        "Positions: training curves",
+    )
+    dh = results[0].run.config.model.n_embd // results[0].run.config.model.n_head
+    parts = [
+        *header(f"Positions: trained at context {trained}, evaluated at {', '.join(map(str, contexts))}", quick),
+        "Each model trains with the same steps, batch and schedule; only `model.positions` differs. The val loss "
+        f"at context L is the mean over every position of {batches} x 8 fixed val windows of L characters.",
+        "",
+        markdown_table(["positions", *(f"val loss @ {L}" for L in contexts)], rows),
+        "",
+        "NTK-aware scaling changes nothing but the RoPE base at evaluation: for a context alpha times the "
+        f"training one, base 10000 becomes 10000 * alpha^(Dh/(Dh-2)) (Dh = {dh}): "
+        + ", ".join(f"{ntk_base(10000.0, L / trained, dh):,.0f} at {L}" for L in contexts[1:])
+        + ".",
+        "",
+        "![loss vs context](loss_vs_context.png)",
+        "",
+        "![training curves](val_loss.png)",
+        "",
+    ]
+    return write(folder, parts)
+
+
+STUDIES = {"ablation": ablation, "scale": scale, "positions": positions}
