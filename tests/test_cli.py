@@ -164,6 +164,25 @@ def test_sample_with_and_without_the_cache_print_the_same_text(trained):
 
 
 @pytest.mark.slow
+def test_context_flags_are_checked_against_the_run(trained, capsys):
+    assert "learned positions stop at block_size=32" in user_error(capsys, "sample", str(trained), "--context", "64")
+    assert "model.positions='learned'" in user_error(capsys, "sample", str(trained), "--ntk")
+    assert "--context 0 must be > 0" in user_error(capsys, "sample", str(trained), "--context", "0")
+
+
+def test_ntk_flag_scales_the_rope_base_for_the_requested_context():
+    from types import SimpleNamespace
+
+    from tinyformer.cli import context_window
+    from tinyformer.models.gpt import GPTConfig, MiniGPT
+
+    cfg = GPTConfig(vocab_size=11, block_size=16, n_layer=1, n_head=2, n_embd=16, positions="rope")
+    run = SimpleNamespace(config=SimpleNamespace(model=cfg), model=MiniGPT(cfg))
+    assert context_window(run, 64, ntk=False) == 64 and run.model.rope.alpha == 1.0
+    assert context_window(run, 64, ntk=True) == 64 and run.model.rope.alpha == 4.0
+
+
+@pytest.mark.slow
 def test_export_hf_writes_a_folder_gpt2_loads(trained, tmp_path):
     transformers = pytest.importorskip("transformers")
     assert main(["export", "hf", str(trained), str(tmp_path / "hf")]) == 0

@@ -72,6 +72,8 @@ def add_sample(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-cache", action="store_true", help="re-run the whole context every step (the naive path, no KV cache)"
     )
+    p.add_argument("--context", type=int, help="tokens the model sees per step (default: its block size)")
+    p.add_argument("--ntk", action="store_true", help="RoPE runs: NTK-aware scaling for --context, no retraining")
 
 
 def cmd_sample(a: argparse.Namespace) -> int:
@@ -88,8 +90,24 @@ def cmd_sample(a: argparse.Namespace) -> int:
     given |= {"top_k": a.top_k, "top_p": a.top_p, "seed": a.seed}
     base = dataclasses.asdict(run.config.sample)
     s = SampleConfig(**(base | {k: v for k, v in given.items() if v is not None}))
-    print(generate_text(run.model, run.tokenizer, s, use_cache=not a.no_cache))
+    window = context_window(run, a.context, a.ntk)
+    print(generate_text(run.model, run.tokenizer, s, use_cache=not a.no_cache, window=window))
     return 0
+
+
+def context_window(run, context: int | None, ntk: bool) -> int:
+    """The generation window; with `ntk`, scale the run's RoPE base for it (alpha = context / block_size)."""
+    m = run.config.model
+    window = m.block_size if context is None else context
+    if window <= 0:
+        raise UserError(f"--context {window} must be > 0")
+    if m.positions == "learned" and window > m.block_size:
+        raise UserError(f"--context {window}: learned positions stop at block_size={m.block_size}")
+    if ntk:
+        if m.positions != "rope":
+            raise UserError(f"--ntk scales rotary positions; this run has model.positions={m.positions!r}")
+        run.model.rope.alpha = max(1.0, window / m.block_size)
+    return window
 
 
 # ---- info -------------------------------------------------------------------------

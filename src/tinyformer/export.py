@@ -55,9 +55,9 @@ def gpt2_config(model: MiniGPT) -> dict:
         "attn_pdrop": 0.0,
         "tie_word_embeddings": False,
         "scale_attn_weights": True,
-        "bos_token_id": 0,
-        "eos_token_id": 0,
-        "pad_token_id": 0,
+        "bos_token_id": None,  # a character vocabulary has no special tokens: generation never stops early
+        "eos_token_id": None,
+        "pad_token_id": None,
     }
 
 

@@ -95,7 +95,9 @@ def _cached_steps(model: nn.Module, idx: torch.Tensor, window: int):
     return step
 
 
-def generate_text(model: nn.Module, tokenizer, s: SampleConfig, use_cache: bool = True) -> str:
+def generate_text(
+    model: nn.Module, tokenizer, s: SampleConfig, use_cache: bool = True, window: int | None = None
+) -> str:
     """`s.prompt` followed by `s.tokens` sampled tokens, seeded by `s.seed`."""
     if not s.prompt:
         raise UserError("the prompt is empty; give at least one character (e.g. --prompt $'\\n')")
@@ -103,6 +105,14 @@ def generate_text(model: nn.Module, tokenizer, s: SampleConfig, use_cache: bool 
     idx = torch.tensor([tokenizer.encode(s.prompt)], dtype=torch.long, device=device)  # (1, T0)
     g = torch.Generator(device=device).manual_seed(s.seed)
     out = generate(
-        model, idx, s.tokens, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, generator=g, use_cache=use_cache
+        model,
+        idx,
+        s.tokens,
+        temperature=s.temperature,
+        top_k=s.top_k,
+        top_p=s.top_p,
+        generator=g,
+        use_cache=use_cache,
+        window=window,
     )
     return tokenizer.decode(out[0])

@@ -1,0 +1,71 @@
+"""The MiniGPT studies at --quick size: each writes its report from its own runs."""
+
+import re
+
+import pytest
+import torch
+
+from tinyformer.data.tokenizers import CharTokenizer
+from tinyformer.experiments import gpt_studies, kv_cache
+from tinyformer.models.gpt import GPTConfig, MiniGPT
+
+
+def table_rows(text: str, first: str) -> list[list[str]]:
+    return [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith(first)]
+
+
+def test_text_loss_scores_likely_text_lower_than_noise():
+    from tests.conftest import SYNTHETIC
+
+    tok = CharTokenizer.from_text(SYNTHETIC)
+    torch.manual_seed(0)
+    model = MiniGPT(GPTConfig(vocab_size=tok.vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=16))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    ids = torch.tensor(tok.encode(SYNTHETIC))
+    for _ in range(80):
+        s = torch.randint(len(ids) - 17, (16,))
+        w = ids[s[:, None] + torch.arange(17)]
+        loss = model(w[:, :-1], w[:, 1:]).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    noise = "".join(tok.decode(torch.randint(tok.vocab_size, (200,), generator=torch.Generator().manual_seed(0))))
+    assert gpt_studies.text_loss(model, tok, SYNTHETIC[:200]) + 1.0 < gpt_studies.text_loss(model, tok, noise)
+
+
+@pytest.mark.slow
+def test_quick_ablation_report(tmp_path, text_file):
+    text = gpt_studies.ablation(tmp_path, quick=True, data=str(text_file)).read_text()
+    rows = table_rows(text, "| ")
+    assert [r[0] for r in rows[2:6]] == ["baseline", "1-layer", "1-head", "no-mask"]
+    assert float(rows[2][3]) > 0 and float(rows[5][4]) > 0  # val loss and sample judged, numbers filled in
+    assert len(re.findall(r"### (baseline|1-layer|1-head|no-mask)\n\n```\n", text)) == 4
+    assert "cheating" in text and (tmp_path / "val_loss.png").is_file()
+    assert gpt_studies.sample_text.__defaults__[0] == 300
+
+
+@pytest.mark.slow
+def test_quick_scale_report_counts_parameters_both_ways(tmp_path, text_file):
+    text = gpt_studies.scale(tmp_path, quick=True, data=str(text_file)).read_text()
+    rows = {r[0]: r for r in table_rows(text, "| ") if r[0] in ("base", "deep-8", "wide-256")}
+    assert len(rows) == 3 and all(r[2] == r[3] for r in rows.values())  # formula == counted
+    assert int(rows["deep-8"][2]) > int(rows["base"][2]) and int(rows["wide-256"][2]) > int(rows["deep-8"][2])
+    assert "tokens per parameter" in text and (tmp_path / "loss_vs_time.png").is_file()
+
+
+@pytest.mark.slow
+def test_quick_positions_report_says_learned_cannot_extrapolate(tmp_path, text_file):
+    text = gpt_studies.positions(tmp_path, quick=True, data=str(text_file)).read_text()
+    rows = {r[0]: r[1:] for r in table_rows(text, "| ") if r[0] in ("learned", "sinusoidal", "rope", "rope + NTK")}
+    assert rows["learned"][1].startswith("n/a: learned positions stop at 32")
+    assert all(float(v) > 0 for k in ("sinusoidal", "rope", "rope + NTK") for v in rows[k])
+    assert rows["rope"][0] == rows["rope + NTK"][0]  # at the trained context NTK scaling is the identity
+
+
+@pytest.mark.slow
+def test_quick_kv_cache_benchmark_report(tmp_path):
+    text = kv_cache.run(tmp_path, quick=True).read_text()
+    assert text.count("| context | no cache ms/token | cache ms/token | cache speedup |") == 2
+    assert "HF generate ms/token" in text and "µs per context token" in text
+    assert (tmp_path / "ms_per_token.png").is_file()
