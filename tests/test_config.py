@@ -61,3 +61,20 @@ def test_malformed_override_and_missing_preset(tmp_path):
 def test_round_trip_through_dict():
     c = resolve(overrides=["model.n_layer=3"])
     assert resolve([cfg.to_dict(c)]) == c
+
+
+def test_every_preset_resolves_and_the_gpu_preset_is_the_10m_model():
+    from pathlib import Path
+
+    from tinyformer.models.gpt import param_count
+    from tinyformer.tasks import TASKS
+
+    presets = sorted(Path(__file__).parent.parent.glob("configs/*.toml"))
+    assert len(presets) >= 4
+    for p in presets:
+        layer = cfg.load_toml(p)
+        config = cfg.resolve(TASKS[layer["task"]].default_config(), [layer], [])
+        if p.name == "gpt_shakespeare_gpu.toml":
+            config.model.vocab_size = 65
+            assert round(param_count(config.model) / 1e6, 1) == 10.8  # ~10.7M without the position table
+            assert (config.model.block_size, config.train.batch_size, config.train.max_iters) == (256, 64, 5000)

@@ -41,13 +41,22 @@ def _train_overrides(a: argparse.Namespace) -> list[str]:
 
 def cmd_train(a: argparse.Namespace) -> int:
     from tinyformer import config as cfg
+    from tinyformer.device import pick_device
     from tinyformer.runs import prepare_run, train_run
+    from tinyformer.train import distributed
 
     if a.resume and (a.config or a.out):
         raise UserError("--resume continues a run with its saved config; drop --config/--out (--set still works)")
     layers = [cfg.load_toml(a.config)] if a.config else []
     config, task_cls, run_dir, tokenizer = prepare_run(a.task, layers, _train_overrides(a), a.out, a.resume)
-    result, trainer = train_run(config, task_cls, run_dir, tokenizer, resume=bool(a.resume))
+    world = distributed.init(pick_device(config.train.device).type, config.train.dist_timeout)  # torchrun only
+    run_dir = distributed.broadcast(run_dir, world)  # one folder name for every rank: rank 0's
+    try:
+        result, trainer = train_run(config, task_cls, run_dir, tokenizer, resume=bool(a.resume), world=world)
+    finally:
+        distributed.shutdown()
+    if not world.main:
+        return 130 if result.status == "interrupted" else 0
     if result.status == "interrupted":
         print(f"interrupted at step {result.step}; state saved. Resume: tinyformer train {a.task} --resume {run_dir}")
         return 130
@@ -160,14 +169,16 @@ def format_breakdown(rows: list[tuple[str, str, int, int]], counted: int) -> str
 def add_bench(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "what",
-        choices=("train", "viz", "bert-parity"),
-        help="train: training throughput vs a plain reference; "
+        choices=("train", "attention", "viz", "bert-parity", "all"),
+        help="train: training tokens/s, peak memory and MFU vs a plain reference; "
+        "attention: manual vs SDPA time, memory and agreement for L = 128 .. 2048; "
         "viz: time to render every attention view of a 12x12-head BERT; "
-        "bert-parity: our BERT encoder vs Hugging Face's on the offline checkpoint",
+        "bert-parity: our BERT encoder vs Hugging Face's on the offline checkpoint; all: train + attention",
     )
     p.add_argument("--iters", type=int, default=40, help="timed steps per measurement")
     p.add_argument("--repeats", type=int, default=3, help="alternating measurements of each")
     p.add_argument("--data", help="text file (default: $TINYFORMER_DATA, then cache/download)")
+    p.add_argument("--json", metavar="FILE", help="also write every figure, with the machine description, to FILE")
 
 
 def cmd_bench(a: argparse.Namespace) -> int:
@@ -179,9 +190,20 @@ def cmd_bench(a: argparse.Namespace) -> int:
         from tinyformer.bench.viz import run_viz_benchmark
 
         return run_viz_benchmark(repeats=a.repeats)
-    from tinyformer.bench.train import run_benchmark
+    from tinyformer.bench.attention import run_attention_benchmark
+    from tinyformer.bench.train import machine, run_benchmark
 
-    return run_benchmark(iters=a.iters, repeats=a.repeats, data=a.data)
+    figures: dict = {"machine": machine()}
+    if a.what in ("train", "all"):
+        figures["train"] = run_benchmark(iters=a.iters, repeats=a.repeats, data=a.data)
+    if a.what in ("attention", "all"):
+        figures["attention"] = run_attention_benchmark(repeats=max(a.repeats, 3))
+    if a.json:
+        from pathlib import Path
+
+        Path(a.json).write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {a.json}")
+    return 0
 
 
 # ---- eval / translate (encoder-decoder runs) ----------------------------------------------

@@ -52,12 +52,14 @@ class TrainConfig:
     device: str = "auto"  # "auto" (cuda > mps > cpu), "cpu", "cuda" or "mps"
     compile: bool = False  # wrap the model in torch.compile
     tensorboard: bool = False  # also write TensorBoard event files to <run>/tb
+    dist_timeout: float = 120.0  # seconds a torchrun rank waits for the others before giving up
 
     def __post_init__(self) -> None:
         for name in ("max_iters", "batch_size", "grad_accum", "eval_interval", "log_interval"):
             _positive(f"train.{name}", getattr(self, name))
         _positive("train.eval_iters", self.eval_iters)
         _positive("train.lr", self.lr)
+        _positive("train.dist_timeout", self.dist_timeout)
         if self.schedule not in SCHEDULES:
             raise UserError(f"train.schedule={self.schedule!r} is not one of {', '.join(SCHEDULES)}")
         if self.warmup_iters < 0 or self.min_lr < 0 or self.grad_clip < 0:

@@ -33,6 +33,13 @@ def pick_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
+def configure(device: torch.device) -> None:
+    """Per-device speed settings: TF32 matmuls and convolutions on CUDA (Ampere and later); nothing on CPU."""
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+
 def autocast(device: torch.device) -> contextlib.AbstractContextManager:
     """bf16 autocast on CUDA; a no-op elsewhere (CPU trains in fp32)."""
     if device.type == "cuda":

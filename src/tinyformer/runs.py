@@ -19,6 +19,7 @@ from tinyformer import config as cfg
 from tinyformer.errors import UserError
 from tinyformer.tasks import TASKS
 from tinyformer.train import checkpoint as ckpt
+from tinyformer.train.distributed import World
 
 REQUIRED = (ckpt.CONFIG, ckpt.TOKENIZER, ckpt.WEIGHTS, ckpt.STATE)
 
@@ -76,29 +77,40 @@ def prepare_run(
 
 
 def train_run(
-    config: cfg.RunConfig, task_cls: type, run_dir: Path, tokenizer=None, *, resume: bool = False, progress: bool = True
+    config: cfg.RunConfig,
+    task_cls: type,
+    run_dir: Path,
+    tokenizer=None,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    world: World | None = None,
 ):
     """Build data, model and Trainer, save config + tokenizer, train -> (FitResult, Trainer).
 
-    A generative task's finished run also gets sample.txt.
+    A generative task's finished run also gets sample.txt. Under torchrun (`world`), rank 0 writes.
     """
     from tinyformer.device import seed_everything
     from tinyformer.train.trainer import Trainer
 
+    world = world or World()
     seed_everything(config.train.seed)
     task = task_cls(config, tokenizer)  # reads or makes the data; may fix model sizes (vocab)
     model = task_cls.build_model(config.model)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    ckpt.save_json(run_dir / ckpt.CONFIG, cfg.to_dict(config))
-    task.tokenizer.save(run_dir / ckpt.TOKENIZER)
-    trainer = Trainer(model, task, config.train, run_dir, resume=resume, progress=progress)
+    if world.main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        ckpt.save_json(run_dir / ckpt.CONFIG, cfg.to_dict(config))
+        task.tokenizer.save(run_dir / ckpt.TOKENIZER)
+    trainer = Trainer(model, task, config.train, run_dir, resume=resume, progress=progress, world=world)
     n_params = sum(p.numel() for p in model.parameters())
-    print(
-        f"{config.task}: {n_params:,} parameters on {trainer.device.type} | "
-        f"step {trainer.step}/{config.train.max_iters} | run folder {run_dir}"
-    )
+    ranks = f" x {world.size} processes" if world.distributed else ""
+    if world.main:
+        print(
+            f"{config.task}: {n_params:,} parameters on {trainer.device.type}{ranks} | "
+            f"step {trainer.step}/{config.train.max_iters} | run folder {run_dir}"
+        )
     result = trainer.fit()
-    if result.status == "finished" and getattr(task, "generative", False):
+    if result.status == "finished" and getattr(task, "generative", False) and world.main:
         from tinyformer.generate.sampling import generate_text
 
         (run_dir / ckpt.SAMPLE).write_text(generate_text(model, task.tokenizer, config.sample), encoding="utf-8")

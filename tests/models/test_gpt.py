@@ -104,3 +104,19 @@ def test_config_validation_names_the_field():
         GPTConfig(positions="alibi")
     with pytest.raises(UserError, match="even head width"):
         GPTConfig(n_embd=12, n_head=4, positions="rope")
+
+
+def test_gradient_checkpointing_gives_the_same_loss_and_gradients(tiny_gpt_config):
+    grads = []
+    for recompute in (False, True):
+        torch.manual_seed(0)
+        cfg = GPTConfig(**{**tiny_gpt_config.__dict__, "dropout": 0.1, "grad_checkpoint": recompute})
+        model = MiniGPT(cfg).train()
+        idx = torch.randint(0, 11, (2, 12), generator=torch.Generator().manual_seed(1))
+        torch.manual_seed(5)  # the same dropout masks; checkpoint replays them in the recomputation
+        loss = model(idx, idx).loss
+        loss.backward()
+        grads.append((loss.item(), [p.grad.clone() for p in model.parameters()]))
+    assert grads[0][0] == grads[1][0]
+    for a, b in zip(grads[0][1], grads[1][1], strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)

@@ -24,7 +24,7 @@ import time
 
 import torch
 
-IMPLS = ("reference", "tinyformer")
+IMPLS = ("reference", "tinyformer", "tinyformer+ckpt")  # +ckpt: model.grad_checkpoint=true
 WARMUP = 5
 
 
@@ -74,7 +74,8 @@ def worker(impl: str, iters: int, data: str | None) -> dict:
     """One measurement in this process -> {"impl", "tokens_per_s", "peak_rss_mb"}."""
     config = _seed_recipe()
     config.data.path = data or ""
-    measure = _measure_tinyformer if impl == "tinyformer" else _measure_reference
+    config.model.grad_checkpoint = impl == "tinyformer+ckpt"
+    measure = _measure_reference if impl == "reference" else _measure_tinyformer
     times = measure(config, iters)
     tokens = config.train.batch_size * config.model.block_size
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
@@ -90,6 +91,19 @@ def _spawn(impl: str, iters: int, data: str | None) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def machine() -> dict:
+    """What the figures were measured on, for `bench --json`."""
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {
+        "cpu": _cpu_name(),
+        "gpu": gpu,
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
 def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -99,7 +113,30 @@ def _cpu_name() -> str:
         return platform.processor() or platform.machine()
 
 
-def run_benchmark(iters: int = 40, repeats: int = 3, data: str | None = None) -> int:
+def matmul_peak_gflops(n: int = 2048, repeats: int = 10) -> float:
+    """The machine's measured fp32 matmul rate: 2 n^3 FLOPs per (n x n) @ (n x n), best of `repeats`."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b  # warm-up
+    best = min(_seconds(lambda: a @ b) for _ in range(repeats))
+    return 2 * n**3 / best / 1e9
+
+
+def _seconds(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def flops_per_token(config) -> float:
+    """Training FLOPs per token: 6N for the matmuls forward and backward (N parameters) plus attention's
+    12 * n_layer * D * T (QK^T and AV, forward and backward; the PaLM paper's appendix B count)."""
+    from tinyformer.models.gpt import param_count
+
+    m = config.model
+    return 6 * param_count(m) + 12 * m.n_layer * m.n_embd * m.block_size
+
+
+def run_benchmark(iters: int = 40, repeats: int = 3, data: str | None = None) -> dict:
     """Alternate the two implementations `repeats` times and print the comparison."""
     from tqdm import tqdm
 
@@ -113,7 +150,7 @@ def run_benchmark(iters: int = 40, repeats: int = 3, data: str | None = None) ->
     rows = []
     for _ in tqdm(range(repeats), desc="bench", unit="pair"):
         rows.append({impl: _spawn(impl, iters, data) for impl in IMPLS})
-    print(f"\n{'pair':>4} {'reference tok/s':>16} {'tinyformer tok/s':>17} {'ratio':>7}")
+    print(f"\n{'pair':>4} {'reference tok/s':>16} {'tinyformer tok/s':>17} {'ratio':>7}")  # +ckpt: see below
     for i, r in enumerate(rows):
         ref, ours = r["reference"]["tokens_per_s"], r["tinyformer"]["tokens_per_s"]
         print(f"{i + 1:>4} {ref:>16,.0f} {ours:>17,.0f} {ours / ref:>6.3f}x")
@@ -123,9 +160,25 @@ def run_benchmark(iters: int = 40, repeats: int = 3, data: str | None = None) ->
     print(f"\nmedian tokens/s: reference {med['reference']:,.0f}, tinyformer {med['tinyformer']:,.0f}")
     print(f"median ratio tinyformer/reference: {ratio:.3f}x")
     print(
-        f"peak RSS of one training process: reference {rss['reference']:.0f} MB, tinyformer {rss['tinyformer']:.0f} MB"
+        f"peak RSS of one training process: reference {rss['reference']:.0f} MB, tinyformer {rss['tinyformer']:.0f} "
+        f"MB, tinyformer with activation checkpointing {rss['tinyformer+ckpt']:.0f} MB "
+        f"({med['tinyformer+ckpt']:,.0f} tokens/s)"
     )
-    return 0
+    peak = matmul_peak_gflops()
+    fpt = flops_per_token(c)
+    mfu = fpt * med["tinyformer"] / (peak * 1e9)
+    print(
+        f"model FLOPs utilisation: {fpt / 1e6:.2f} MFLOP/token x {med['tinyformer']:,.0f} tokens/s = "
+        f"{fpt * med['tinyformer'] / 1e9:.1f} GFLOP/s of a measured {peak:.1f} GFLOP/s fp32 matmul peak: MFU {mfu:.1%}"
+    )
+    return {
+        "tokens_per_s": med,
+        "ratio_tinyformer_over_reference": ratio,
+        "peak_rss_mb": rss,
+        "flops_per_token": fpt,
+        "matmul_peak_gflops": peak,
+        "mfu": mfu,
+    }
 
 
 def _main() -> None:

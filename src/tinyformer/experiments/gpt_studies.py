@@ -300,6 +300,8 @@ def positions(out: Path | None = None, quick: bool = False, data: str | None = N
         "",
         markdown_table(["positions", *(f"val loss @ {L}" for L in contexts)], rows),
         "",
+        positions_summary(table, contexts),
+        "",
         "NTK-aware scaling changes nothing but the RoPE base at evaluation: for a context alpha times the "
         f"training one, base 10000 becomes 10000 * alpha^(Dh/(Dh-2)) (Dh = {dh}): "
         + ", ".join(f"{ntk_base(10000.0, L / trained, dh):,.0f} at {L}" for L in contexts[1:])
@@ -311,6 +313,19 @@ def positions(out: Path | None = None, quick: bool = False, data: str | None = N
         "",
     ]
     return write(folder, parts)
+
+
+def positions_summary(table: dict[str, list[float | None]], contexts: list[int]) -> str:
+    first = min(table, key=lambda k: table[k][0])
+    moves = ", ".join(
+        f"{k} from {v[0]:.3f} to {v[1]:.3f} at {contexts[1]} and {v[2]:.3f} at {contexts[2]}"
+        for k, v in table.items()
+        if v[-1] is not None
+    )
+    return (
+        f"At the trained context the lowest val loss is {first}'s ({table[first][0]:.3f}). Past it, learned "
+        f"positions have no vector to add and cannot run; the others can, and their loss moves: {moves}."
+    )
 
 
 STUDIES = {"ablation": ablation, "scale": scale, "positions": positions}

@@ -24,8 +24,8 @@ from tinyformer.generate.sampling import generate
 from tinyformer.models.gpt import GPTConfig, MiniGPT
 
 MODELS = {  # name -> (config, contexts measured)
-    "seed (0.8M)": (GPTConfig(vocab_size=65), [32, 64, 96, 128]),
-    "10M": (GPTConfig(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_embd=384), [32, 64, 128, 192, 256]),
+    "seed (0.8M)": (GPTConfig(vocab_size=65), [8, 16, 32, 64, 96, 128]),
+    "10M": (GPTConfig(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_embd=384), [8, 16, 32, 64, 128, 256]),
 }
 QUICK_MODELS = {
     "tiny": (GPTConfig(vocab_size=65, block_size=32, n_layer=2, n_head=2, n_embd=32), [16, 32]),
@@ -56,12 +56,13 @@ def hf_peer(model: MiniGPT):
         return transformers.GPT2LMHeadModel.from_pretrained(export_hf(model, d)).eval()
 
 
-def measure(config: GPTConfig, contexts: list[int], n: int, repeats: int, with_hf: bool) -> list[dict]:
+def measure(config: GPTConfig, contexts: list[int], n_new: int, repeats: int, with_hf: bool) -> list[dict]:
     torch.manual_seed(0)
     model = MiniGPT(config).eval()
     hf = hf_peer(model) if with_hf else None
     rows = []
     for L in contexts:
+        n = min(n_new, L - 1)  # short contexts: fewer new tokens, the prompt keeps at least one
         prompt = torch.randint(0, config.vocab_size, (1, L - n))  # (1, L - n): the context ends at L
         ways = {
             "cache": lambda k, p=prompt: generate(model, p, k, temperature=0, use_cache=True),
@@ -77,7 +78,7 @@ def measure(config: GPTConfig, contexts: list[int], n: int, repeats: int, with_h
                 fn(2)  # warm-up
             for _ in range(repeats):  # alternate, so drifting machine load hits every way alike
                 for w, fn in ways.items():
-                    times[w][0].append(seconds(lambda fn=fn: fn(n)))
+                    times[w][0].append(seconds(lambda fn=fn, n=n: fn(n)))
                     times[w][1].append(seconds(lambda fn=fn: fn(1)))
         row = {w: per_token_ms(t_n, t_1, n) for w, (t_n, t_1) in times.items()}
         rows.append({"context": L} | row)
@@ -121,8 +122,9 @@ def write_report(folder: Path, results: dict[str, tuple[int, list[dict]]], n: in
         f"# KV cache: generation time per token{note}",
         "",
         f"Machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, "
-        f"torch {torch.__version__}. Each figure is (median t({n}) - median t(1)) / {n - 1} over {repeats} "
-        "alternating measurements: the cost of one more greedy token at that context, prefill excluded.",
+        f"torch {torch.__version__}. Each figure is (median t(n) - median t(1)) / (n - 1) over {repeats} "
+        f"alternating measurements, n = {n} new tokens (L - 1 for contexts L <= {n}) after a prompt of L - n: "
+        "the cost of one more greedy token at contexts up to L, prefill excluded.",
         "",
         "Per new token, with L tokens of context, n_layer layers and width D:",
         "",

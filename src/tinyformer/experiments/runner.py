@@ -71,8 +71,10 @@ def markdown_table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
-def plot_series(curves: dict[str, list[tuple[float, float]]], png: Path, xlabel: str, ylabel: str, title: str) -> Path:
-    """Several named curves on one plot (the shared plot of a study)."""
+def plot_series(
+    curves: dict[str, list[tuple[float, float]]], png: Path, xlabel: str, ylabel: str, title: str, logy: bool = False
+) -> Path:
+    """Several named curves on one plot (the shared plot of a study); `logy` for values spanning decades."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -91,6 +93,8 @@ def plot_series(curves: dict[str, list[tuple[float, float]]], png: Path, xlabel:
                 markersize=3,
                 linewidth=1.2,
             )
+    if logy:
+        ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)

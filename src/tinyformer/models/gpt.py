@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from tinyformer.attention.kv_cache import KVCache
 from tinyformer.attention.multihead import BACKENDS
@@ -43,6 +44,7 @@ class GPTConfig:
     positions: str = "learned"  # "learned" | "sinusoidal" | "rope" | "none"
     rope_base: float = 10000.0  # RoPE: angle of pair i is position * rope_base^(-2i/Dh)
     causal: bool = True  # False removes the causal mask: an ablation that lets training peek at the answer
+    grad_checkpoint: bool = False  # recompute each block's activations in backward: less memory, ~1/3 more compute
 
     def __post_init__(self) -> None:
         if self.vocab_size < 0:
@@ -141,11 +143,13 @@ class MiniGPT(nn.Module):
             raise ValueError(f"start={start} without a cache: there is nothing before position {start} to attend to")
         x = self.embed(idx, start)  # (B, T, D)
         attentions = []
+        recompute = self.config.grad_checkpoint and self.training and torch.is_grad_enabled() and cache is None
         for i, block in enumerate(self.blocks):
-            layer_cache = cache[i] if cache is not None else None
-            x, w = block(
-                x, causal=self.config.causal, need_weights=need_weights, rope=self.rope, cache=layer_cache, start=start
-            )
+            kw = dict(causal=self.config.causal, need_weights=need_weights, rope=self.rope, start=start)
+            if recompute:  # keep only the block's input; its activations are recomputed during backward
+                x, w = checkpoint(block, x, use_reentrant=False, **kw)
+            else:
+                x, w = block(x, cache=cache[i] if cache is not None else None, **kw)
             attentions.append(w)
         logits = self.head(self.ln_f(x))  # (B, T, V)
         loss = None

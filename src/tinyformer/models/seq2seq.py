@@ -52,6 +52,7 @@ class Seq2SeqConfig:
     n_encoder_layers: int = 2  # encoder blocks
     n_decoder_layers: int = 2  # decoder blocks
     dropout: float = 0.1  # on the embeddings and on each residual branch
+    attn_dropout: float = 0.1  # on the attention weights, as in the Annotated Transformer and nn.Transformer
     norm_first: bool = True  # Pre-LayerNorm blocks + a final LayerNorm per stack; False = original Post-LayerNorm
     ffn: str = "gelu"  # feed-forward: "gelu" or "swiglu"
     positions: str = "sinusoidal"  # "sinusoidal" (fixed) or "none" (an ablation: no order information)
@@ -64,7 +65,7 @@ class Seq2SeqConfig:
             self,
             "model",
             positive=("vocab_size", "max_len", "d_model", "n_head", "d_ff", "n_encoder_layers", "n_decoder_layers"),
-            fractions=("dropout",),
+            fractions=("dropout", "attn_dropout"),
             choices={
                 "ffn": FFN_KINDS,
                 "positions": POSITIONS,
@@ -238,7 +239,7 @@ def init_weights(model: nn.Module, embedding_init: str = "normal") -> None:
 def build_seq2seq(config: Seq2SeqConfig) -> Seq2SeqTransformer:
     """Assemble embedder, encoder, decoder and output projection from `config`, then initialise them."""
     c = config
-    kw = dict(dropout=c.dropout, backend=c.backend, ffn=c.ffn, norm_first=c.norm_first)
+    kw = dict(dropout=c.dropout, attn_dropout=c.attn_dropout, backend=c.backend, ffn=c.ffn, norm_first=c.norm_first)
 
     def final_norm() -> nn.Module:  # post-norm blocks already end in a LayerNorm
         return nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()

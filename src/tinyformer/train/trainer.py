@@ -9,6 +9,11 @@ about any model: a task object supplies batches, the loss and the evaluation.
 A run stopped by Ctrl-C (SIGINT) or SIGTERM saves its state at the next step
 boundary; resuming it gives the same weights as a run that was never stopped,
 because batches, dropout and the schedule depend only on saved state.
+
+Under torchrun the same loop runs data-parallel (see `tinyformer.train.distributed`):
+each rank trains on its slice of the global batch, DDP averages the gradients,
+the ranks agree every step on the logged numbers and on whether to stop, and
+rank 0 alone writes.
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ import torch
 from torch import nn
 
 from tinyformer.config import TrainConfig
-from tinyformer.device import autocast, pick_device
+from tinyformer.device import autocast, configure, pick_device
 from tinyformer.errors import UserError
 from tinyformer.train import checkpoint as ckpt
+from tinyformer.train import distributed
+from tinyformer.train.distributed import World
 from tinyformer.train.plots import plot_losses, read_metrics
 from tinyformer.train.schedules import lr_at
 
@@ -70,6 +77,8 @@ def make_optimizer(model: nn.Module, c: TrainConfig) -> torch.optim.Optimizer:
 
 def to_device(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, torch.Tensor):
+        if device.type == "cuda":  # page-locked host memory lets the copy overlap with GPU work
+            batch = batch.pin_memory()
         return batch.to(device, non_blocking=True)
     if isinstance(batch, (tuple, list)):
         return type(batch)(to_device(b, device) for b in batch)
@@ -88,17 +97,30 @@ class Trainer:
         *,
         resume: bool = False,
         progress: bool = True,
+        world: World | None = None,
     ) -> None:
         self.c, self.task, self.run_dir, self.progress = config, task, Path(run_dir), progress
+        self.world = world or World()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.device = pick_device(config.device)
+        if self.device.type == "cuda" and self.world.distributed:
+            self.device = torch.device("cuda", self.world.local_rank)
+        configure(self.device)
         self.model = model.to(self.device)  # the module whose weights are saved
-        self.forward = torch.compile(model) if config.compile else model  # what runs batches
+        self.ddp = None
+        forward = model
+        if self.world.distributed:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [self.world.local_rank] if self.device.type == "cuda" else None
+            self.ddp = forward = DistributedDataParallel(model, device_ids=ids, broadcast_buffers=False)
+        self.forward = torch.compile(forward) if config.compile else forward  # what runs batches
         self.optimizer = make_optimizer(self.model, config)
         self.data_rng = torch.Generator().manual_seed(config.seed)
         self.step, self.best_val, self.train_seconds, self.tokens_seen = 0, math.inf, 0.0, 0
         self.step_seconds: list[float] = []  # duration of each step run by this process
         self._signal: int | None = None
+        self._stop = False  # every rank agrees on it after each step (a signal reached some rank)
         self._tb = None
         if resume:
             self._load()
@@ -120,29 +142,37 @@ class Trainer:
                 if self.step % self.c.eval_interval == 0 or self.step == self.c.max_iters:
                     self._evaluate(bar)
                 bar.update(1)
-                if self._signal is not None:
+                if self._stop:
                     status = "interrupted"
                     break
             if status != "interrupted" and self.step < self.c.max_iters:
                 status = "stopped"
             if status != "finished":  # a finished run was saved by its last evaluation
                 self.save()
+        distributed.barrier(self.world)  # no rank leaves before rank 0 has written
         self._close_tensorboard()
         return FitResult(status, self.step, self.best_val, self.train_seconds)
 
     def _train_step(self) -> tuple[float, int, float, dict]:
-        """One optimizer step over `grad_accum` micro-batches -> (loss, tokens, seconds, metrics)."""
-        c = self.c
+        """One optimizer step over `grad_accum` micro-batches -> (loss, tokens, seconds, metrics).
+
+        Loss, tokens and metrics are over the global batch (all ranks), the same numbers on every rank.
+        """
+        c, world = self.c, self.world
         lr = lr_at(self.step, c)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         t0 = time.perf_counter()
         loss_sum, tokens, metrics = 0.0, 0, {}
-        for _ in range(c.grad_accum):
-            batch = to_device(self.task.train_batch(c.batch_size, self.data_rng), self.device)
-            with autocast(self.device):
-                loss, m = self.task.training_step(self.forward, batch)
-            (loss / c.grad_accum).backward()
+        for micro in range(c.grad_accum):
+            global_batch = self.task.train_batch(c.batch_size * world.size, self.data_rng)  # same on every rank
+            batch = to_device(distributed.shard(global_batch, world), self.device)
+            last = micro == c.grad_accum - 1
+            sync = self.ddp.no_sync() if self.ddp is not None and not last else contextlib.nullcontext()
+            with sync:  # DDP all-reduces gradients in the last micro-batch's backward only
+                with autocast(self.device):
+                    loss, m = self.task.training_step(self.forward, batch)
+                (loss / c.grad_accum).backward()
             loss_sum += loss.item() / c.grad_accum
             tokens += self.task.batch_tokens(batch)
             metrics = {k: metrics.get(k, 0.0) + v / c.grad_accum for k, v in m.items()}
@@ -150,6 +180,11 @@ class Trainer:
             nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        keys = sorted(metrics)
+        stop = float(self._signal is not None)
+        total = distributed.all_sum([loss_sum, tokens, stop, *(metrics[k] for k in keys)], world)
+        loss_sum, tokens, self._stop = total[0] / world.size, int(total[1]), total[2] > 0
+        metrics = {k: v / world.size for k, v in zip(keys, total[3:], strict=True)}
         dt = time.perf_counter() - t0
         self.step_seconds.append(dt)
         self.train_seconds += dt
@@ -162,7 +197,8 @@ class Trainer:
         self.model.eval()
         with torch.no_grad(), autocast(self.device):
             g = torch.Generator().manual_seed(self.c.seed + 1)
-            result = self.task.evaluate(self.forward, self.c.eval_iters, self.c.batch_size, g)
+            model = self.model if self.ddp is not None else self.forward  # every rank evaluates the same batches
+            result = self.task.evaluate(model, self.c.eval_iters, self.c.batch_size, g)
         self.model.train()
         return result
 
@@ -173,9 +209,12 @@ class Trainer:
         improved = val < self.best_val
         if improved:
             self.best_val = val
-            ckpt.save_weights(self.model, self.run_dir / ckpt.BEST)
+            if self.world.main:
+                ckpt.save_weights(self.model, self.run_dir / ckpt.BEST)
         self._record({"split": "val", **result}, bar)
         self.save()
+        if not self.world.main:
+            return
         mark = " (best, saved)" if improved else ""
         extra = "".join(f", {k} {v:.4f}" for k, v in result.items() if k != "loss" and isinstance(v, float))
         bar.write(
@@ -189,9 +228,12 @@ class Trainer:
         loss = sum(w[0] for w in window) / len(window)
         extra = {k: sum(w[3][k] for w in window) / len(window) for k in window[-1][3]}
         self._record({"split": "train", "loss": loss, "tokens_per_s": tps, **extra}, bar)
-        bar.set_postfix(loss=f"{loss:.3f}", lr=f"{extra['lr']:.2e}", tok_s=f"{tps:,.0f}", refresh=False)
+        if self.world.main:
+            bar.set_postfix(loss=f"{loss:.3f}", lr=f"{extra['lr']:.2e}", tok_s=f"{tps:,.0f}", refresh=False)
 
     def _record(self, row: dict, bar) -> None:
+        if not self.world.main:
+            return
         row = {"step": self.step, **row, "train_seconds": round(self.train_seconds, 3)}
         with open(self.run_dir / ckpt.METRICS, "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
@@ -216,7 +258,9 @@ class Trainer:
 
     # ---- checkpoints ------------------------------------------------------------
     def save(self) -> None:
-        """Latest weights + everything needed to resume, then refresh loss.png."""
+        """Latest weights + everything needed to resume, then refresh loss.png (rank 0 only)."""
+        if not self.world.main:
+            return
         rng = {"torch": torch.get_rng_state(), "data": self.data_rng.get_state()}
         if self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
@@ -242,6 +286,8 @@ class Trainer:
             torch.cuda.set_rng_state(state["rng"]["cuda"], self.device)
         self.step, self.best_val = state["step"], state["best_val"]
         self.train_seconds, self.tokens_seen = state["train_seconds"], state["tokens_seen"]
+        if not self.world.main:
+            return
         rows = [r for r in read_metrics(self.run_dir / ckpt.METRICS) if r["step"] <= self.step]
         text = "".join(json.dumps(r) + "\n" for r in rows)  # drop rows past the checkpoint
         ckpt.atomic_write(self.run_dir / ckpt.METRICS, lambda t: t.write_text(text))
@@ -275,6 +321,6 @@ class Trainer:
             initial=self.step,
             unit="step",
             dynamic_ncols=True,
-            disable=None if self.progress else True,  # None: off when not a terminal
+            disable=None if self.progress and self.world.main else True,  # None: off when not a terminal
             mininterval=0.5,
         )

@@ -1,0 +1,24 @@
+"""The attention benchmark compares like with like, and its memory measure sees the L x L matrix."""
+
+import pytest
+
+from tinyformer.bench import attention
+from tinyformer.bench.train import _seed_recipe, flops_per_token
+
+
+def test_both_backends_agree_on_the_benchmark_inputs():
+    rows = attention.measure(repeats=1, lengths=(64,))
+    assert rows[0]["max_abs_diff"] < 1e-5 and rows[0]["manual_ms"] > 0 and rows[0]["sdpa_ms"] > 0
+
+
+@pytest.mark.slow
+def test_cpu_memory_measure_sees_the_manual_score_matrix():
+    # manual at L=512 holds (8, 8, 512, 512) fp32 scores (64 MB) plus their softmax; the fused kernel works in tiles
+    manual, sdpa = attention.cpu_peak_mb("manual", 512), attention.cpu_peak_mb("sdpa", 512)
+    assert manual > 100 and manual > 2 * sdpa, (manual, sdpa)
+
+
+def test_flops_per_token_counts_parameters_and_attention():
+    c = _seed_recipe()
+    c.model.vocab_size = 65
+    assert flops_per_token(c) == 6 * 824_832 + 12 * 4 * 128 * 128
