@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tinyformer.cli import COMMANDS, main
+from tinyformer.errors import UserError
 
 TINY = [
     "--set",
@@ -180,6 +181,8 @@ def test_ntk_flag_scales_the_rope_base_for_the_requested_context():
     run = SimpleNamespace(config=SimpleNamespace(model=cfg), model=MiniGPT(cfg))
     assert context_window(run, 64, ntk=False) == 64 and run.model.rope.alpha == 1.0
     assert context_window(run, 64, ntk=True) == 64 and run.model.rope.alpha == 4.0
+    with pytest.raises(UserError, match="give a longer --context"):
+        context_window(run, 16, ntk=True)
 
 
 @pytest.mark.slow

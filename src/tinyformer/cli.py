@@ -115,7 +115,9 @@ def context_window(run, context: int | None, ntk: bool) -> int:
     if ntk:
         if m.positions != "rope":
             raise UserError(f"--ntk scales rotary positions; this run has model.positions={m.positions!r}")
-        run.model.rope.alpha = max(1.0, window / m.block_size)
+        if window <= m.block_size:
+            raise UserError(f"--ntk stretches RoPE past block_size={m.block_size}; give a longer --context")
+        run.model.set_ntk(window)
     return window
 
 
@@ -201,6 +203,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
     if a.json:
         from pathlib import Path
 
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
         Path(a.json).write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {a.json}")
     return 0

@@ -52,7 +52,7 @@ class TrainConfig:
     device: str = "auto"  # "auto" (cuda > mps > cpu), "cpu", "cuda" or "mps"
     compile: bool = False  # wrap the model in torch.compile
     tensorboard: bool = False  # also write TensorBoard event files to <run>/tb
-    dist_timeout: float = 120.0  # seconds a torchrun rank waits for the others before giving up
+    dist_timeout: float = 300.0  # torchrun: seconds a rank waits for the others (to join, or at any collective)
 
     def __post_init__(self) -> None:
         for name in ("max_iters", "batch_size", "grad_accum", "eval_interval", "log_interval"):

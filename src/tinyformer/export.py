@@ -97,6 +97,8 @@ def export_hf(model: MiniGPT, out: str | Path, tokenizer_file: Path | None = Non
 
     check_exportable(model)
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{str(out)!r} is a file; give a folder to write the export into")
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(gpt2_config(model), indent=2) + "\n")
     save_file(gpt2_state_dict(model), str(out / "model.safetensors"), metadata={"format": "pt"})

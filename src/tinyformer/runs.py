@@ -19,6 +19,7 @@ from tinyformer import config as cfg
 from tinyformer.errors import UserError
 from tinyformer.tasks import TASKS
 from tinyformer.train import checkpoint as ckpt
+from tinyformer.train import distributed
 from tinyformer.train.distributed import World
 
 REQUIRED = (ckpt.CONFIG, ckpt.TOKENIZER, ckpt.WEIGHTS, ckpt.STATE)
@@ -95,7 +96,11 @@ def train_run(
 
     world = world or World()
     seed_everything(config.train.seed)
+    if not world.main:
+        distributed.barrier(world)  # rank 0 first: it may download the data into the shared cache
     task = task_cls(config, tokenizer)  # reads or makes the data; may fix model sizes (vocab)
+    if world.main:
+        distributed.barrier(world)
     model = task_cls.build_model(config.model)
     if world.main:
         run_dir.mkdir(parents=True, exist_ok=True)

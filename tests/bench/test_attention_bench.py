@@ -21,4 +21,7 @@ def test_cpu_memory_measure_sees_the_manual_score_matrix():
 def test_flops_per_token_counts_parameters_and_attention():
     c = _seed_recipe()
     c.model.vocab_size = 65
-    assert flops_per_token(c) == 6 * 824_832 + 12 * 4 * 128 * 128
+    # 4 blocks of (4 D^2 + D attention, 8 D^2 + 5 D MLP, 4 D norms), final norm 2 D, head D V; D = 128, V = 65
+    D = 128
+    matmul_params = 4 * (12 * D * D + 10 * D) + 2 * D + D * 65
+    assert flops_per_token(c) == 6 * matmul_params + 12 * 4 * D * 128

@@ -40,9 +40,14 @@ def test_quick_ablation_report(tmp_path, text_file):
     rows = table_rows(text, "| ")
     assert [r[0] for r in rows[2:6]] == ["baseline", "1-layer", "1-head", "no-mask"]
     assert float(rows[2][3]) > 0 and float(rows[5][4]) > 0  # val loss and sample judged, numbers filled in
-    assert len(re.findall(r"### (baseline|1-layer|1-head|no-mask)\n\n```\n", text)) == 4
-    assert "cheating" in text and (tmp_path / "val_loss.png").is_file()
-    assert gpt_studies.sample_text.__defaults__[0] == 300
+    samples = re.findall(r"### (?:baseline|1-layer|1-head|no-mask)\n\n```\n(.*?)\n```", text, re.S)
+    assert [len(s) for s in samples] == [300] * 4
+    no_mask, baseline = float(rows[5][3]), float(rows[2][3])
+    said = "is lower than the baseline" if no_mask < baseline else "is not lower than the baseline"
+    assert said in text  # the verdict follows the measured numbers
+    judged_no_mask, judged_base = float(rows[5][4]), float(rows[2][4])
+    shows = "Its free generation shows it" if judged_no_mask > judged_base + 0.5 else "do not separate them"
+    assert shows in text and (tmp_path / "val_loss.png").is_file()
 
 
 @pytest.mark.slow

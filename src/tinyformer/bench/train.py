@@ -32,7 +32,9 @@ def _seed_recipe():
     from tinyformer import config as cfg
     from tinyformer.tasks import GPTTask
 
-    return cfg.resolve(GPTTask.default_config(), [], [])
+    config = cfg.resolve(GPTTask.default_config(), [], [])
+    config.train.device = "cpu"  # the reference and the matmul peak run on the CPU: compare like with like
+    return config
 
 
 def _measure_tinyformer(config, iters: int) -> list[float]:
@@ -128,12 +130,14 @@ def _seconds(fn) -> float:
 
 
 def flops_per_token(config) -> float:
-    """Training FLOPs per token: 6N for the matmuls forward and backward (N parameters) plus attention's
-    12 * n_layer * D * T (QK^T and AV, forward and backward; the PaLM paper's appendix B count)."""
+    """Training FLOPs per token: 6N for the matmuls forward and backward, N = parameters outside the embedding
+    tables (a lookup is not a matmul; the untied head is one), plus attention's 12 * n_layer * D * T (QK^T and
+    AV, forward and backward; the count of the PaLM paper's appendix B)."""
     from tinyformer.models.gpt import param_count
 
     m = config.model
-    return 6 * param_count(m) + 12 * m.n_layer * m.n_embd * m.block_size
+    tables = m.vocab_size * m.n_embd + (m.block_size * m.n_embd if m.positions == "learned" else 0)
+    return 6 * (param_count(m) - tables) + 12 * m.n_layer * m.n_embd * m.block_size
 
 
 def run_benchmark(iters: int = 40, repeats: int = 3, data: str | None = None) -> dict:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from tinyformer.errors import UserError
 from tinyformer.experiments.runner import markdown_table, plot_series
 from tinyformer.generate.sampling import generate
 from tinyformer.models.gpt import GPTConfig, MiniGPT
@@ -94,6 +95,8 @@ def slope(rows: list[dict], way: str) -> float:
 
 
 def run(out: Path | None = None, quick: bool = False, data: str | None = None) -> Path:
+    if data:
+        raise UserError("kv-cache times random-weight models; it reads no text and takes no --data")
     folder = Path(out or f"runs/experiments/kv-cache{'-quick' if quick else ''}")
     folder.mkdir(parents=True, exist_ok=True)
     models, n, repeats = (QUICK_MODELS, 5, 3) if quick else (MODELS, 17, 7)
@@ -165,9 +168,10 @@ def write_report(folder: Path, results: dict[str, tuple[int, list[dict]]], n: in
     parts += [
         "![ms per token](ms_per_token.png)",
         "",
-        "Past the block size the window slides by one token per step: every cached key was computed at a "
-        "position that has now shifted, so tinyformer rebuilds the cache from the window each step (exactly "
-        "what the naive path computes). There the cache buys nothing, whatever the position kind.",
+        "Past the block size the window slides by one token per step: the oldest token leaves, and every cached "
+        "key above the first layer was computed while its token could still see it (with absolute positions, "
+        "every position also shifts). tinyformer then rebuilds the cache from the window each step, exactly "
+        "what the naive path computes, so there the cache buys nothing, whatever the position kind.",
         "",
     ]
     path = folder / "report.md"

@@ -3,10 +3,13 @@
 window (the model's block size unless told otherwise).
 
 `generate` uses a KV cache by default: the prompt is run once (prefill), then
-each step runs only the newest token. Once the window is full, every position
-shifts by one, so every cached key is stale; the cached path then rebuilds the
-cache from the last `window` tokens, which is exactly what the naive path
-(`use_cache=False`, the whole window re-run every step) computes.
+each step runs only the newest token. Once the window is full, the oldest token
+leaves it, and every cached key above the first layer was computed while its
+token could still see that token (with absolute positions, every position also
+shifts by one): no cached entry is what the window would compute. The cached
+path then rebuilds the cache from the last `window` tokens, which is exactly
+what the naive path (`use_cache=False`, the whole window re-run every step)
+computes.
 """
 
 from __future__ import annotations

@@ -57,9 +57,9 @@ class GPTConfig:
             choices={"backend": BACKENDS, "positions": POSITIONS},
             divisible=("n_embd", "n_head"),
         )
-        if self.positions == "rope" and (self.n_embd // self.n_head) % 2:
-            dh = self.n_embd // self.n_head
-            raise UserError(f"model.positions=rope needs an even head width; n_embd/n_head = {dh}")
+        dh = self.n_embd // self.n_head
+        if self.positions == "rope" and (dh % 2 or dh < 4):
+            raise UserError(f"model.positions=rope needs an even head width of at least 4; n_embd/n_head = {dh}")
         if self.positions == "sinusoidal" and self.n_embd % 2:
             raise UserError(f"model.positions=sinusoidal needs an even model.n_embd, got {self.n_embd}")
 
@@ -109,6 +109,13 @@ class MiniGPT(nn.Module):
         c, p = self.config, next(self.parameters())
         S, Dh = capacity or c.block_size, c.n_embd // c.n_head
         return [KVCache(batch_size, c.n_head, S, Dh, device=p.device, dtype=p.dtype) for _ in self.blocks]
+
+    def set_ntk(self, context: int) -> None:
+        """RoPE models: NTK-aware scaling for running at `context` tokens (alpha = context / block_size; at or
+        below the block size, the trained model). No retraining; ValueError for other position kinds."""
+        if self.rope is None:
+            raise ValueError(f"NTK scaling needs positions='rope', this model has {self.config.positions!r}")
+        self.rope.alpha = max(1.0, context / self.config.block_size)
 
     def embed(self, idx: torch.Tensor, start: int) -> torch.Tensor:
         """idx (B, T) at positions [start, start+T) -> token (+ position) embeddings (B, T, D)."""

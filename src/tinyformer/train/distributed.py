@@ -10,8 +10,15 @@ DDP averages the gradients (one all-reduce per step, overlapped with backward); 
 skips it on all but the last micro-batch (`no_sync`). Rank 0 alone prints, logs, plots and writes
 checkpoints; every rank can resume from them, and a checkpoint is the same file with or without DDP.
 
-Backends: gloo on CPU, NCCL on CUDA. A rank that cannot reach the rendezvous within
-`train.dist_timeout` seconds stops with a one-line error instead of waiting forever.
+Backends: gloo on CPU, NCCL on CUDA. `train.dist_timeout` bounds every wait for the other ranks
+(joining, and each collective after that); a rank that cannot join within it stops with a one-line
+error instead of waiting forever.
+
+Dropout: every rank seeds its generator alike, so with dropout > 0 rank r's row i gets the mask a single
+process would give row i, not row r * batch_size + i: the same distribution, not the same numbers. With
+dropout 0 the N-process run equals the one-process run up to the order of float sums (a test checks it).
+For tasks that average over a variable number of tokens per row (padded sequences), averaging the
+per-rank means differs slightly from the global mean.
 """
 
 from __future__ import annotations
@@ -56,6 +63,8 @@ def init(device_kind: str, timeout_s: float) -> World:
         return world
     backend = "nccl" if device_kind == "cuda" else "gloo"
     if backend == "nccl":
+        if world.local_rank >= torch.cuda.device_count():
+            raise UserError(f"local rank {world.local_rank} has no GPU: {torch.cuda.device_count()} visible")
         torch.cuda.set_device(world.local_rank)
     where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
     try:

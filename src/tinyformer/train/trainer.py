@@ -122,6 +122,11 @@ class Trainer:
         self._signal: int | None = None
         self._stop = False  # every rank agrees on it after each step (a signal reached some rank)
         self._tb = None
+        if config.tensorboard:  # on every rank, so a missing package stops all of them alike
+            try:
+                from torch.utils.tensorboard import SummaryWriter  # noqa: F401
+            except ImportError:
+                raise UserError("--tensorboard needs the tensorboard package: pip install tensorboard") from None
         if resume:
             self._load()
 
