@@ -15,7 +15,7 @@ def test_both_backends_agree_on_the_benchmark_inputs():
 def test_cpu_memory_measure_sees_the_manual_score_matrix():
     # manual at L=512 holds (8, 8, 512, 512) fp32 scores (64 MB) plus their softmax; the fused kernel works in tiles
     manual, sdpa = attention.cpu_peak_mb("manual", 512), attention.cpu_peak_mb("sdpa", 512)
-    assert manual > 100 and manual > 2 * sdpa, (manual, sdpa)
+    assert manual > 60 and manual > 2 * sdpa, (manual, sdpa)  # at least one 64 MB score matrix
 
 
 def test_flops_per_token_counts_parameters_and_attention():

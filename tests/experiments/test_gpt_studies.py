@@ -37,15 +37,15 @@ def test_text_loss_scores_likely_text_lower_than_noise():
 @pytest.mark.slow
 def test_quick_ablation_report(tmp_path, text_file):
     text = gpt_studies.ablation(tmp_path, quick=True, data=str(text_file)).read_text()
-    rows = table_rows(text, "| ")
-    assert [r[0] for r in rows[2:6]] == ["baseline", "1-layer", "1-head", "no-mask"]
-    assert float(rows[2][3]) > 0 and float(rows[5][4]) > 0  # val loss and sample judged, numbers filled in
+    rows = {r[0]: r for r in table_rows(text, "| ")[1:]}  # after the header row
+    assert list(rows) == ["baseline", "1-layer", "1-head", "no-mask"]
+    assert float(rows["baseline"][3]) > 0 and float(rows["no-mask"][4]) > 0  # numbers filled in from the runs
     samples = re.findall(r"### (?:baseline|1-layer|1-head|no-mask)\n\n```\n(.*?)\n```", text, re.S)
     assert [len(s) for s in samples] == [300] * 4
-    no_mask, baseline = float(rows[5][3]), float(rows[2][3])
+    no_mask, baseline = float(rows["no-mask"][3]), float(rows["baseline"][3])
     said = "is lower than the baseline" if no_mask < baseline else "is not lower than the baseline"
     assert said in text  # the verdict follows the measured numbers
-    judged_no_mask, judged_base = float(rows[5][4]), float(rows[2][4])
+    judged_no_mask, judged_base = float(rows["no-mask"][4]), float(rows["baseline"][4])
     shows = "Its free generation shows it" if judged_no_mask > judged_base + 0.5 else "do not separate them"
     assert shows in text and (tmp_path / "val_loss.png").is_file()
 

@@ -32,7 +32,7 @@ def test_exact_match_needs_the_whole_sequence():
 
 
 def small_run(tmp_path, impl="tinyformer", steps=800):
-    model = Seq2SeqConfig(d_model=64, n_head=4, d_ff=128, dropout=0.0, max_len=16, impl=impl)
+    model = Seq2SeqConfig(d_model=64, n_head=4, d_ff=128, dropout=0.0, attn_dropout=0.0, max_len=16, impl=impl)
     data = ReversalConfig(min_len=3, max_len=5, n_train=64, n_val=64)
     train = TrainConfig(
         max_iters=steps,

@@ -35,8 +35,15 @@ def env() -> dict[str, str]:
     return {**os.environ, "OMP_NUM_THREADS": "1"}  # two processes on two cores: one thread each
 
 
-def train_losses(run: Path) -> list[float]:
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+def run(cmd: list[str]) -> subprocess.CompletedProcess:
+    """Run a command that must succeed; its stderr is the failure message."""
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env())
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def train_losses(folder: Path) -> list[float]:
+    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     return [r["loss"] for r in rows if r["split"] == "train"]
 
 
@@ -53,22 +60,8 @@ def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path, te
     their gradients, so the runs differ only in the order of float sums: the per-step global losses over 20
     AdamW steps agree to 1e-4 (float32 rounding is ~1e-7 relative per operation; Adam's step normalisation
     can amplify it, but not by three orders of magnitude in 20 steps)."""
-    one = subprocess.run(
-        train_cmd(text_file, tmp_path / "one", 1, "train.batch_size=8", "train.max_iters=20"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env(),
-    )
-    assert one.returncode == 0, one.stderr
-    two = subprocess.run(
-        train_cmd(text_file, tmp_path / "two", 2, "train.batch_size=4", "train.max_iters=20"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env(),
-    )
-    assert two.returncode == 0, two.stderr
+    run(train_cmd(text_file, tmp_path / "one", 1, "train.batch_size=8", "train.max_iters=20"))
+    two = run(train_cmd(text_file, tmp_path / "two", 2, "train.batch_size=4", "train.max_iters=20"))
     a, b = train_losses(tmp_path / "one"), train_losses(tmp_path / "two")
     assert len(a) == len(b) == 20
     assert max(abs(x - y) for x, y in zip(a, b, strict=True)) < 1e-4
