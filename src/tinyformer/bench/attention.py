@@ -53,16 +53,28 @@ def time_case(backend: str, L: int, device: torch.device, dtype: torch.dtype, re
     return statistics.median(times), peak
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident set size in MB. Linux: VmHWM, which starts afresh at exec (ru_maxrss
+    does not: a child inherits its parent's peak, which would hide the growth we measure)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024
+    except (OSError, StopIteration):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def cpu_peak_mb(backend: str, L: int) -> float:
     """Peak RSS growth (MB) of one call, in a fresh process: inputs first, then the call."""
     code = (
-        "import resource, torch, json, sys;"
-        "from tinyformer.bench.attention import inputs, run_once;"
+        "import torch, json;"
+        "from tinyformer.bench.attention import inputs, run_once, peak_rss_mb;"
         f"q, k, v = inputs({L}, torch.device('cpu'), torch.float32);"
         "run_once('sdpa', q[:, :, :8], k[:, :, :8], v[:, :, :8]);"  # load kernels before the baseline
-        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss;"
+        "before = peak_rss_mb();"
         f"run_once({backend!r}, q, k, v);"
-        "print(json.dumps((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024))"
+        "print(json.dumps(peak_rss_mb() - before))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])
