@@ -27,6 +27,7 @@ from tinyformer.attention.multihead import BACKENDS
 from tinyformer.config import check_fields
 from tinyformer.errors import UserError
 from tinyformer.layers.blocks import TransformerBlock
+from tinyformer.layers.init import normal_init
 from tinyformer.models.outputs import EncoderOutput
 
 
@@ -86,15 +87,7 @@ class BertEncoder(nn.Module):
             )
             for _ in range(c.n_layer)
         )
-        self.apply(self._init_weights)
-
-    @staticmethod
-    def _init_weights(m: nn.Module) -> None:
-        """BERT's initialisation: N(0, 0.02) weights, zero biases (LayerNorms keep 1 and 0)."""
-        if isinstance(m, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(m.weight, std=0.02)
-        if isinstance(m, nn.Linear) and m.bias is not None:
-            nn.init.zeros_(m.bias)
+        self.apply(normal_init)  # GPT-2 / BERT: N(0, 0.02) weights, zero biases
 
     def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         """input_ids (B, T), token_type_ids (B, T) or None (= all segment 0) -> (B, T, D)."""

@@ -26,6 +26,7 @@ from tinyformer.attention.positions import POSITIONS, Rotary, sinusoidal_table
 from tinyformer.config import check_fields
 from tinyformer.errors import UserError
 from tinyformer.layers.blocks import TransformerBlock
+from tinyformer.layers.init import normal_init
 from tinyformer.models.outputs import ModelOutput
 
 
@@ -92,17 +93,10 @@ class MiniGPT(nn.Module):
         )
         self.ln_f = nn.LayerNorm(c.n_embd)
         self.head = nn.Linear(c.n_embd, c.vocab_size, bias=False)
-        self.apply(self._init_weights)
+        self.apply(normal_init)  # GPT-2 / BERT: N(0, 0.02) weights, zero biases
         for name, p in self.named_parameters():  # GPT-2: scale residual projections by depth
             if name.endswith("attn.proj.weight") or name.endswith("mlp.proj.weight"):
                 nn.init.normal_(p, std=0.02 / math.sqrt(2 * c.n_layer))
-
-    @staticmethod
-    def _init_weights(m: nn.Module) -> None:
-        if isinstance(m, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(m.weight, std=0.02)
-        if isinstance(m, nn.Linear) and m.bias is not None:
-            nn.init.zeros_(m.bias)
 
     def new_cache(self, batch_size: int, capacity: int | None = None) -> list[KVCache]:
         """One empty `KVCache` per block for up to `capacity` positions (default: block_size)."""
