@@ -23,7 +23,11 @@ def add_train(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override, e.g. model.n_layer=1")
     p.add_argument("--out", help="new run folder (default: runs/<task>-<date>-<time>)")
     p.add_argument("--resume", metavar="RUN", help="continue the run in this folder exactly where it stopped")
-    p.add_argument("--data", help="text file to train on (default: $TINYFORMER_DATA, then cache/download)")
+    p.add_argument(
+        "--data", help="text file to train on, or a .csv/.tsv/.jsonl table for classify (default: $TINYFORMER_DATA)"
+    )
+    p.add_argument("--text-col", help="classify: the table's text column (data.text_col, default text)")
+    p.add_argument("--label-col", help="classify: the table's label column (data.label_col, default label)")
     p.add_argument("--device", help="auto, cpu, cuda or mps (train.device)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (train.compile)")
     p.add_argument("--tensorboard", action="store_true", help="write TensorBoard events to RUN/tb")
@@ -33,6 +37,8 @@ def _train_overrides(a: argparse.Namespace) -> list[str]:
     """`--set` values plus the shortcut flags, all as `section.key=value` overrides."""
     overrides = list(a.set)
     overrides += [f"data.path={json.dumps(a.data)}"] if a.data else []
+    overrides += [f"data.text_col={json.dumps(a.text_col)}"] if a.text_col else []
+    overrides += [f"data.label_col={json.dumps(a.label_col)}"] if a.label_col else []
     overrides += [f"train.device={json.dumps(a.device)}"] if a.device else []
     overrides += ["train.compile=true"] if a.compile else []
     overrides += ["train.tensorboard=true"] if a.tensorboard else []

@@ -156,6 +156,11 @@ def _check_type(path: str, value: Any, kind: Any) -> Any:
     """Return `value` as `kind` (int -> float is allowed) or raise naming the key."""
     if kind is Any:
         return value
+    if typing.get_origin(kind) is list:  # e.g. list[int]: a TOML array whose items all have the item type
+        if not isinstance(value, (list, tuple)):
+            raise UserError(f"{path} expects a list, got {value!r}")
+        (item,) = typing.get_args(kind)
+        return [_check_type(f"{path}[{i}]", v, item) for i, v in enumerate(value)]
     allowed = typing.get_args(kind) if isinstance(kind, types.UnionType) else (kind,)
     if value is None and type(None) in allowed:
         return None

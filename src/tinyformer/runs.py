@@ -89,7 +89,8 @@ def train_run(
 ):
     """Build data, model and Trainer, save config + tokenizer, train -> (FitResult, Trainer).
 
-    A generative task's finished run also gets sample.txt. Under torchrun (`world`), rank 0 writes.
+    A finished run then gets what its task writes at the end (`task.finish`: sample.txt for gpt, the
+    test-split scores for classify). Under torchrun (`world`), rank 0 writes.
     """
     from tinyformer.device import seed_everything
     from tinyformer.train.trainer import Trainer
@@ -102,6 +103,8 @@ def train_run(
     if world.main:
         distributed.barrier(world)
     model = task_cls.build_model(config.model)
+    if not resume and hasattr(task, "init_model"):
+        task.init_model(model)  # e.g. a classifier starting from a pretrained encoder
     if world.main:
         run_dir.mkdir(parents=True, exist_ok=True)
         ckpt.save_json(run_dir / ckpt.CONFIG, cfg.to_dict(config))
@@ -115,10 +118,8 @@ def train_run(
             f"step {trainer.step}/{config.train.max_iters} | run folder {run_dir}"
         )
     result = trainer.fit()
-    if result.status == "finished" and getattr(task, "generative", False) and world.main:
-        from tinyformer.generate.sampling import generate_text
-
-        (run_dir / ckpt.SAMPLE).write_text(generate_text(model, task.tokenizer, config.sample), encoding="utf-8")
+    if result.status == "finished" and hasattr(task, "finish") and world.main:
+        task.finish(trainer.model, run_dir)  # e.g. sample.txt (gpt), test-split scores and confusion matrix (classify)
     return result, trainer
 
 

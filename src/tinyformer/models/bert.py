@@ -2,8 +2,10 @@
 
 Token + learned position + segment embeddings, summed and LayerNorm-ed, then
 `n_layer` Post-LayerNorm self-attention blocks with no causal mask. There is no
-pooler and no task head here: `BertEncoder` returns one vector per token
-(`EncoderOutput`), and heads (masked LM, classification) wrap it.
+pooler: `BertEncoder` returns one vector per token (`EncoderOutput`), and heads
+wrap it. `BertForMaskedLM` is the pretraining model: the encoder plus BERT's
+masked-LM head (dense, GELU, LayerNorm, then a decoder to the vocabulary whose
+weight is the input embedding itself, tied, with its own bias).
 
 `load_hf_bert` reads a Hugging Face BERT folder (config.json + model.safetensors)
 with `safetensors` alone and maps its weights onto `BertEncoder`; the only
@@ -20,20 +22,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from tinyformer.attention import masks
 from tinyformer.attention.multihead import BACKENDS
 from tinyformer.config import check_fields
+from tinyformer.data.mlm import IGNORE
 from tinyformer.errors import UserError
 from tinyformer.layers.blocks import TransformerBlock
 from tinyformer.layers.init import normal_init
-from tinyformer.models.outputs import EncoderOutput
+from tinyformer.models.outputs import EncoderOutput, ModelOutput
 
 
 @dataclass
 class BertConfig:
-    vocab_size: int = 30522  # tokens in the WordPiece vocabulary
+    vocab_size: int = 30522  # tokens in the WordPiece vocabulary; 0 = take it from the tokenizer
     max_position: int = 512  # longest input (learned positions)
     type_vocab_size: int = 2  # segments (sentence A / sentence B)
     n_layer: int = 12  # Transformer blocks
@@ -46,11 +50,12 @@ class BertConfig:
     backend: str = "sdpa"  # attention backend: "sdpa" or "manual"
 
     def __post_init__(self) -> None:
+        if self.vocab_size < 0:
+            raise UserError(f"model.vocab_size={self.vocab_size} must be >= 0")
         check_fields(
             self,
             "model",
             positive=(
-                "vocab_size",
                 "max_position",
                 "type_vocab_size",
                 "n_layer",
@@ -68,6 +73,8 @@ class BertConfig:
 class BertEncoder(nn.Module):
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
+        if config.vocab_size <= 0:
+            raise ValueError("BertConfig.vocab_size must be set (> 0) before building the model")
         c = self.config = config
         self.tok_emb = nn.Embedding(c.vocab_size, c.n_embd)
         self.pos_emb = nn.Embedding(c.max_position, c.n_embd)
@@ -120,6 +127,38 @@ class BertEncoder(nn.Module):
             x, w = block(x, mask=mask, need_weights=need_weights)
             attentions.append(w)
         return EncoderOutput(x, attentions if need_weights else None)
+
+
+class BertForMaskedLM(nn.Module):
+    """`BertEncoder` + the masked-LM head; the loss counts only positions whose label is not `IGNORE`."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.bert = BertEncoder(config)
+        self.dense = nn.Linear(config.n_embd, config.n_embd)
+        self.ln = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))  # the decoder's bias; its weight is tok_emb's
+        normal_init(self.dense)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        *,
+        need_weights: bool = False,
+    ) -> ModelOutput:
+        """input_ids (B, T); attention_mask (B, T) 1 = real, 0 = padding; labels (B, T), IGNORE where unchosen."""
+        enc = self.bert(input_ids, attention_mask, need_weights=need_weights)
+        h = self.ln(F.gelu(self.dense(enc.last_hidden_state)))  # (B, T, D)
+        logits = F.linear(h, self.bert.tok_emb.weight, self.bias)  # (B, T, V): decoder tied to the input embedding
+        loss = None
+        if labels is not None:
+            chosen = (labels != IGNORE).sum().clamp(min=1)  # a batch with nothing chosen gives loss 0, not NaN
+            loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE, reduction="sum")
+            loss = loss / chosen
+        return ModelOutput(logits, loss, enc.attentions)
 
 
 # ---- loading a Hugging Face BERT checkpoint ----------------------------------------------------------------------

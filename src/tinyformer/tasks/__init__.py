@@ -6,9 +6,11 @@ sections give the config types), `build_model(model_config)` and `load_tokenizer
 so a run folder can be loaded for sampling with no dataset present.
 """
 
+from tinyformer.tasks.classify import ClassifyTask
 from tinyformer.tasks.gpt import GPTTask
+from tinyformer.tasks.mlm import MLMTask
 from tinyformer.tasks.reverse import ReverseTask
 
-TASKS = {"gpt": GPTTask, "reverse": ReverseTask}
+TASKS = {"gpt": GPTTask, "reverse": ReverseTask, "mlm": MLMTask, "classify": ClassifyTask}
 
-__all__ = ["TASKS", "GPTTask", "ReverseTask"]
+__all__ = ["TASKS", "ClassifyTask", "GPTTask", "MLMTask", "ReverseTask"]

@@ -60,6 +60,13 @@ class GPTTask:
     def batch_tokens(self, batch) -> int:
         return batch[0].numel()
 
+    def finish(self, model: nn.Module, run_dir: Path) -> None:
+        """sample.txt: a continuation of `sample.prompt` by the finished model."""
+        from tinyformer.generate.sampling import generate_text
+        from tinyformer.train.checkpoint import SAMPLE
+
+        (run_dir / SAMPLE).write_text(generate_text(model, self.tokenizer, self.config.sample), encoding="utf-8")
+
     def evaluate(self, model: nn.Module, iters: int, batch_size: int, generator: torch.Generator) -> dict[str, float]:
         device = next(model.parameters()).device
         total = 0.0

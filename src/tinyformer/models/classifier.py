@@ -1,0 +1,149 @@
+"""One text classifier over interchangeable encoders: Transformer, TextCNN, RNN, LSTM, GRU.
+
+Every encoder maps (input_ids, attention_mask) to one feature vector per text;
+the classifier adds dropout and a Linear layer to class logits. So a bake-off
+changes one field, `model.encoder`, and nothing else: same tokenizer, same head,
+same loop.
+
+- "transformer": tinyformer's BERT-style encoder (`BertEncoder`), pooled by the
+  mean over real tokens ("mean") or by the [CLS] position ("cls"). Its weights
+  can start from a masked-LM run (`load_encoder_from`), which is how the value
+  of pretraining is measured.
+- "cnn": TextCNN (Kim, 2014), max over time per kernel width.
+- "rnn" / "lstm" / "gru": the final hidden state of a packed recurrent network,
+  optionally bidirectional.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tinyformer.attention.multihead import BACKENDS
+from tinyformer.config import check_fields
+from tinyformer.errors import UserError
+from tinyformer.models.bert import BertConfig, BertEncoder
+from tinyformer.models.cnn import TextCNN
+from tinyformer.models.outputs import ModelOutput
+from tinyformer.models.rnn import RNNEncoder
+
+ENCODERS = ("transformer", "cnn", "rnn", "lstm", "gru")
+POOLINGS = ("mean", "cls")
+
+
+@dataclass
+class ClassifierConfig:
+    encoder: str = "transformer"  # "transformer", "cnn", "rnn", "lstm" or "gru"
+    vocab_size: int = 0  # tokens in the vocabulary; 0 = take it from the tokenizer
+    labels: list[str] = field(default_factory=list)  # class names, index = class id; [] = take them from the data
+    n_embd: int = 128  # token embedding width (the Transformer's model width)
+    n_layer: int = 4  # Transformer blocks or stacked recurrent layers
+    n_head: int = 4  # transformer: attention heads
+    d_ff: int = 512  # transformer: feed-forward width
+    max_position: int = 128  # transformer: longest input (learned positions)
+    pooling: str = "mean"  # transformer: "mean" over real tokens or the "cls" position
+    backend: str = "sdpa"  # transformer: attention backend
+    hidden: int = 128  # rnn/lstm/gru: hidden state width (per direction)
+    bidirectional: bool = False  # rnn/lstm/gru: also read the text right to left
+    kernel_sizes: list[int] = field(default_factory=lambda: [3, 4, 5])  # cnn: convolution widths
+    n_filters: int = 100  # cnn: filters per width
+    dropout: float = 0.1  # on embeddings, inside the encoder and on the pooled feature
+
+    def __post_init__(self) -> None:
+        if self.vocab_size < 0:
+            raise UserError(f"model.vocab_size={self.vocab_size} must be >= 0")
+        check_fields(
+            self,
+            "model",
+            positive=("n_embd", "n_layer", "n_head", "d_ff", "max_position", "hidden", "n_filters"),
+            fractions=("dropout",),
+            choices={"encoder": ENCODERS, "pooling": POOLINGS, "backend": BACKENDS},
+            divisible=("n_embd", "n_head") if self.encoder == "transformer" else None,
+        )
+        if not self.kernel_sizes or min(self.kernel_sizes) < 1:
+            raise UserError(f"model.kernel_sizes={self.kernel_sizes} must be a non-empty list of widths >= 1")
+
+    def bert(self) -> BertConfig:
+        """The encoder's config when `encoder` is "transformer" (also what a masked-LM run must match)."""
+        return BertConfig(
+            vocab_size=self.vocab_size,
+            max_position=self.max_position,
+            n_layer=self.n_layer,
+            n_head=self.n_head,
+            n_embd=self.n_embd,
+            d_ff=self.d_ff,
+            dropout=self.dropout,
+            attn_dropout=self.dropout,
+            backend=self.backend,
+        )
+
+
+class TextClassifier(nn.Module):
+    def __init__(self, config: ClassifierConfig) -> None:
+        super().__init__()
+        if config.vocab_size <= 0 or len(config.labels) < 2:
+            raise ValueError("ClassifierConfig needs vocab_size > 0 and at least 2 labels before building the model")
+        c = self.config = config
+        if c.encoder == "transformer":
+            self.encoder = BertEncoder(c.bert())
+            width = c.n_embd
+        elif c.encoder == "cnn":
+            self.encoder = TextCNN(c.vocab_size, c.n_embd, c.kernel_sizes, c.n_filters, c.dropout)
+            width = self.encoder.out_features
+        else:
+            self.encoder = RNNEncoder(
+                c.vocab_size, c.n_embd, c.hidden, c.n_layer, c.encoder, c.bidirectional, c.dropout
+            )
+            width = self.encoder.out_features
+        self.drop = nn.Dropout(c.dropout)
+        self.head = nn.Linear(width, len(c.labels))
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        *,
+        need_weights: bool = False,
+    ) -> ModelOutput:
+        """input_ids (B, T); attention_mask (B, T) 1 = real, 0 = padding (at the end); labels (B,) class ids.
+
+        -> logits (B, C); `need_weights` gives the Transformer's attention maps (other encoders have none).
+        """
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        attentions = None
+        if self.config.encoder == "transformer":
+            out = self.encoder(input_ids, attention_mask, need_weights=need_weights)
+            feature, attentions = self.pool(out.last_hidden_state, attention_mask), out.attentions
+        else:
+            feature = self.encoder(input_ids, attention_mask)  # (B, F)
+        logits = self.head(self.drop(feature))  # (B, C)
+        loss = None if labels is None else F.cross_entropy(logits, labels)
+        return ModelOutput(logits, loss, attentions)
+
+    def pool(self, h: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """h (B, T, D) -> (B, D): the [CLS] vector, or the mean over real tokens (padding excluded)."""
+        if self.config.pooling == "cls":
+            return h[:, 0]  # (B, D)
+        real = attention_mask.to(h.dtype)[:, :, None]  # (B, T, 1)
+        return (h * real).sum(1) / real.sum(1).clamp(min=1.0)  # (B, D)
+
+
+def load_encoder_from(model: TextClassifier, mlm_state: dict[str, torch.Tensor], mlm_config: BertConfig) -> None:
+    """Copy a masked-LM run's encoder (its "bert." weights) into a Transformer classifier; UserError on mismatch."""
+    c = model.config
+    if c.encoder != "transformer":
+        raise UserError(f"model.init_from needs model.encoder='transformer', not {c.encoder!r}")
+    mine = c.bert()
+    for name in ("vocab_size", "max_position", "n_layer", "n_head", "n_embd", "d_ff"):
+        if getattr(mine, name) != getattr(mlm_config, name):
+            raise UserError(
+                f"the masked-LM run has {name}={getattr(mlm_config, name)}, this classifier {getattr(mine, name)}; "
+                f"set model.{name}={getattr(mlm_config, name)}"
+            )
+    encoder = {k.removeprefix("bert."): v for k, v in mlm_state.items() if k.startswith("bert.")}
+    model.encoder.load_state_dict(encoder, strict=True)

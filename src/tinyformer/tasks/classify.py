@@ -1,0 +1,223 @@
+"""Text classification: any labelled table, or speaker identification on Tiny Shakespeare.
+
+Data: `data.path` names a .csv / .tsv / .jsonl table (`data.text_col`,
+`data.label_col`); empty, or a play text, means speaker identification (each
+speech labelled by its speaker, the `data.speakers` most frequent kept). One
+seeded stratified split gives train / val / test. A WordPiece tokenizer is
+learned from the training texts, or reused (`data.tokenizer`, or the masked-LM
+run of `model.init_from`, whose encoder then starts the Transformer).
+
+Loss: cross-entropy. Evaluation on val: loss, accuracy, macro-F1. When the run
+finishes, the test split is scored once: test.json (accuracy, macro-F1, the
+majority-class baseline, the confusion matrix) and confusion.png.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tinyformer.config import RunConfig, TrainConfig
+from tinyformer.data.classification import SUFFIXES, LabelledTexts, read_table, speaker_speeches, stratified_split
+from tinyformer.data.subword import SubwordTokenizer, pad_batch
+from tinyformer.data.tinyshakespeare import read_text, resolve_path
+from tinyformer.errors import UserError
+from tinyformer.models.classifier import ClassifierConfig, TextClassifier, load_encoder_from
+
+TEST_JSON, CONFUSION_PNG = "test.json", "confusion.png"
+
+
+@dataclass
+class ClassifyDataConfig:
+    path: str = ""  # .csv/.tsv/.jsonl table; "" (or a play .txt) = speaker identification on Tiny Shakespeare
+    text_col: str = "text"  # table column holding the text
+    label_col: str = "label"  # table column holding the label
+    speakers: int = 5  # speaker identification: keep the K most frequent speakers
+    val_fraction: float = 0.1  # per class, share of examples held out for validation
+    test_fraction: float = 0.2  # per class, share held out for the final test
+    split_seed: int = 0  # seeds the stratified split (independent of train.seed)
+    max_len: int = 128  # tokens per text, [CLS] and [SEP] included; longer texts are cut
+    vocab_size: int = 2000  # WordPiece vocabulary learned from the training texts
+    tokenizer: str = ""  # reuse this tokenizer.json (or run folder) instead of learning one
+
+    def __post_init__(self) -> None:
+        if self.max_len < 3 or self.speakers < 2:
+            raise UserError(f"data.max_len={self.max_len} must be >= 3 and data.speakers={self.speakers} >= 2")
+
+
+@dataclass
+class ClassifyModelConfig(ClassifierConfig):
+    init_from: str = ""  # masked-LM run folder whose encoder starts the Transformer; "" = random init
+
+
+def recipe() -> TrainConfig:
+    return TrainConfig(
+        max_iters=1500,
+        batch_size=32,
+        lr=5e-4,
+        schedule="cosine",
+        warmup_iters=100,
+        min_lr=5e-5,
+        weight_decay=0.01,
+        eval_interval=150,
+        log_interval=25,
+    )
+
+
+def load_examples(d: ClassifyDataConfig) -> LabelledTexts:
+    if d.path and Path(d.path).suffix.lower() in SUFFIXES:
+        return read_table(d.path, d.text_col, d.label_col)
+    return speaker_speeches(read_text(resolve_path(d.path or None)), d.speakers)
+
+
+def tokenizer_file(where: str) -> Path:
+    p = Path(where)
+    p = p / "tokenizer.json" if p.is_dir() else p
+    if not p.is_file():
+        raise UserError(f"no tokenizer at {str(p)!r}; give a tokenizer.json or a run folder holding one")
+    return p
+
+
+class ClassifyTask:
+    name = "classify"
+
+    @staticmethod
+    def default_config() -> RunConfig:
+        return RunConfig(task="classify", model=ClassifyModelConfig(), data=ClassifyDataConfig(), train=recipe())
+
+    @staticmethod
+    def build_model(model_config: ClassifierConfig) -> TextClassifier:
+        return TextClassifier(model_config)
+
+    @staticmethod
+    def load_tokenizer(path: Path) -> SubwordTokenizer:
+        return SubwordTokenizer.load(path)
+
+    def __init__(self, config: RunConfig, tokenizer: SubwordTokenizer | None = None) -> None:
+        d, m = config.data, config.model
+        if m.encoder == "transformer" and d.max_len > m.max_position:
+            raise UserError(f"data.max_len={d.max_len} is longer than model.max_position={m.max_position}")
+        examples = load_examples(d)
+        split = stratified_split(examples.labels, d.val_fraction, d.test_fraction, d.split_seed)
+        self.splits = {name: examples.subset(idx) for name, idx in split.items()}
+        self.tokenizer = tokenizer or self._tokenizer(config)
+        labels = examples.classes
+        if m.labels and m.labels != labels:
+            raise UserError(f"model.labels={m.labels} but the data has labels {labels}")
+        if m.vocab_size not in (0, self.tokenizer.vocab_size):
+            raise UserError(f"model.vocab_size={m.vocab_size} but the tokenizer has {self.tokenizer.vocab_size} tokens")
+        config.model = dataclasses.replace(m, vocab_size=self.tokenizer.vocab_size, labels=labels)
+        self.config = config
+        self.index = {label: i for i, label in enumerate(labels)}
+        self.encoded = {name: self._encode(s) for name, s in self.splits.items()}
+
+    def _tokenizer(self, config: RunConfig) -> SubwordTokenizer:
+        d, m = config.data, config.model
+        if m.init_from:
+            mine = tokenizer_file(m.init_from)
+            if d.tokenizer and tokenizer_file(d.tokenizer).read_bytes() != mine.read_bytes():
+                raise UserError(f"data.tokenizer differs from the tokenizer of model.init_from={m.init_from!r}")
+            return SubwordTokenizer.load(mine)
+        if d.tokenizer:
+            return SubwordTokenizer.load(tokenizer_file(d.tokenizer))
+        return SubwordTokenizer.train(self.splits["train"].texts, d.vocab_size)
+
+    def _encode(self, s: LabelledTexts) -> tuple[list[list[int]], torch.Tensor]:
+        ids = [self.tokenizer.encode(t, self.config.data.max_len) for t in s.texts]
+        return ids, torch.tensor([self.index[label] for label in s.labels], dtype=torch.long)
+
+    def init_model(self, model: TextClassifier) -> None:
+        """A new run with `model.init_from` starts from that masked-LM run's encoder weights."""
+        src = self.config.model.init_from
+        if not src:
+            return
+        from safetensors.torch import load_file
+
+        from tinyformer.runs import load_run
+        from tinyformer.train import checkpoint as ckpt
+
+        run = load_run(src, weights=None)
+        if run.config.task != "mlm":
+            raise UserError(f"model.init_from={src!r} is a {run.config.task!r} run; it needs a `train mlm` run")
+        weights = run.path / (ckpt.BEST if (run.path / ckpt.BEST).is_file() else ckpt.WEIGHTS)
+        load_encoder_from(model, load_file(weights), run.config.model)
+
+    def batch(self, split: str, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        rows, labels = self.encoded[split]
+        ids, mask = pad_batch([rows[i] for i in idx.tolist()])
+        return ids, mask, labels[idx]
+
+    def train_batch(self, batch_size: int, generator: torch.Generator):
+        return self.batch("train", torch.randint(len(self.encoded["train"][0]), (batch_size,), generator=generator))
+
+    def training_step(self, model: nn.Module, batch) -> tuple[torch.Tensor, dict[str, float]]:
+        ids, mask, labels = batch
+        out = model(ids, mask, labels)
+        return out.loss, {"acc": float((out.logits.argmax(-1) == labels).float().mean())}
+
+    def batch_tokens(self, batch) -> int:
+        return int(batch[1].sum())
+
+    def evaluate(self, model: nn.Module, iters: int, batch_size: int, generator: torch.Generator) -> dict:
+        """The whole validation split (iters and the generator are not needed: it is fixed)."""
+        r = self.score(model, "val")
+        return {k: r[k] for k in ("loss", "acc", "macro_f1")}
+
+    @torch.no_grad()
+    def predict(self, model: nn.Module, split: str, chunk: int = 64) -> tuple[torch.Tensor, float]:
+        """(logits (N, C) of every example of `split`, mean loss)."""
+        was_training = model.training
+        model.eval()
+        device = next(model.parameters()).device
+        n, logits = len(self.encoded[split][0]), []
+        for i in range(0, n, chunk):
+            ids, mask, _ = self.batch(split, torch.arange(i, min(i + chunk, n)))
+            logits.append(model(ids.to(device), mask.to(device)).logits.float().cpu())
+        model.train(was_training)
+        out = torch.cat(logits)
+        return out, float(F.cross_entropy(out, self.encoded[split][1]))
+
+    def score(self, model: nn.Module, split: str) -> dict:
+        logits, loss = self.predict(model, split)
+        return {"loss": loss, **scores(logits.argmax(-1), self.encoded[split][1], len(self.index))}
+
+    def majority_accuracy(self, split: str = "test") -> float:
+        """Accuracy of always answering the most frequent training label."""
+        top = Counter(self.splits["train"].labels).most_common(1)[0][0]
+        return sum(label == top for label in self.splits[split].labels) / len(self.splits[split])
+
+    def finish(self, model: nn.Module, run_dir: Path) -> dict:
+        """Score the test split once: test.json and confusion.png in the run folder; the scores are printed."""
+        from tinyformer.viz.confusion import plot_confusion
+
+        r = self.score(model, "test") | {"majority_acc": self.majority_accuracy(), "n": len(self.splits["test"])}
+        labels = self.config.model.labels
+        (run_dir / TEST_JSON).write_text(json.dumps(r | {"labels": labels}, indent=1) + "\n", encoding="utf-8")
+        plot_confusion(torch.tensor(r["confusion"]), labels, run_dir / CONFUSION_PNG, f"{run_dir.name}: test split")
+        print(
+            f"test: accuracy {r['acc']:.4f}, macro-F1 {r['macro_f1']:.4f} on {r['n']} examples "
+            f"(majority class {r['majority_acc']:.4f}); see {run_dir / CONFUSION_PNG}"
+        )
+        return r
+
+
+def scores(pred: torch.Tensor, gold: torch.Tensor, n_classes: int) -> dict:
+    """Accuracy, macro-F1 (unweighted mean of per-class F1) and the confusion matrix (rows gold, columns predicted)."""
+    confusion = torch.zeros(n_classes, n_classes, dtype=torch.long)
+    confusion.index_put_((gold, pred), torch.ones_like(gold), accumulate=True)
+    tp = confusion.diag().float()
+    precision = tp / confusion.sum(0).clamp(min=1)  # per predicted class
+    recall = tp / confusion.sum(1).clamp(min=1)  # per gold class
+    f1 = torch.where(tp > 0, 2 * precision * recall / (precision + recall).clamp(min=1e-12), torch.zeros_like(tp))
+    return {
+        "acc": float((pred == gold).float().mean()),
+        "macro_f1": float(f1.mean()),
+        "confusion": confusion.tolist(),
+    }

@@ -1,0 +1,167 @@
+"""Masked-language-model pretraining of a BERT-style encoder (Devlin et al., 2019) on Tiny Shakespeare.
+
+The text is split by position (the last `val_fraction` is held out), a WordPiece
+vocabulary of about `vocab_size` tokens is learned from the training part only,
+and both parts become token streams. Loss: cross-entropy on the masked (chosen)
+positions. Evaluation covers the whole held-out stream with fixed masks:
+loss, masked-token accuracy and perplexity = exp(loss).
+
+`fill_mask` is what `tinyformer fill RUN "To be or not to [MASK]"` prints: the
+most likely tokens for each [MASK] with their probabilities.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from tinyformer.config import RunConfig, TrainConfig
+from tinyformer.data.mlm import IGNORE, mask_tokens, random_windows, tiled_windows
+from tinyformer.data.subword import MASK_ID, SubwordTokenizer
+from tinyformer.data.tinyshakespeare import read_text, resolve_path
+from tinyformer.errors import UserError
+from tinyformer.models.bert import BertConfig, BertForMaskedLM
+
+EVAL_MASK_SEED = 0  # the held-out split is masked the same way at every evaluation and in every run
+
+
+@dataclass
+class MLMDataConfig:
+    path: str = ""  # text file; "" = --data, then $TINYFORMER_DATA, then cache/download
+    val_fraction: float = 0.1  # last fraction of the text held out for validation
+    vocab_size: int = 2000  # WordPiece vocabulary learned from the training split (specials included)
+    seq_len: int = 64  # tokens per window, [CLS] and [SEP] included
+    mask_prob: float = 0.15  # fraction of non-special tokens chosen for prediction
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.val_fraction < 1.0:
+            raise UserError(f"data.val_fraction={self.val_fraction} must be in (0, 1)")
+        if not 0.0 < self.mask_prob < 1.0:
+            raise UserError(f"data.mask_prob={self.mask_prob} must be in (0, 1)")
+        if self.vocab_size < 100 or self.seq_len < 4:
+            raise UserError(f"data.vocab_size={self.vocab_size} must be >= 100 and data.seq_len={self.seq_len} >= 4")
+
+
+def small_bert() -> BertConfig:
+    """4 layers x 4 heads x 128 wide, 64 positions: pretrains on a laptop CPU in minutes."""
+    return BertConfig(vocab_size=0, max_position=128, n_layer=4, n_head=4, n_embd=128, d_ff=512)
+
+
+def pretrain_recipe() -> TrainConfig:
+    return TrainConfig(
+        max_iters=4000,
+        batch_size=32,
+        lr=1e-3,
+        schedule="cosine",
+        warmup_iters=200,
+        min_lr=1e-4,
+        beta2=0.98,
+        weight_decay=0.01,
+        eval_interval=500,
+        log_interval=20,
+    )
+
+
+class MLMTask:
+    name = "mlm"
+
+    @staticmethod
+    def default_config() -> RunConfig:
+        return RunConfig(task="mlm", model=small_bert(), data=MLMDataConfig(), train=pretrain_recipe())
+
+    @staticmethod
+    def build_model(model_config: BertConfig) -> BertForMaskedLM:
+        return BertForMaskedLM(model_config)
+
+    @staticmethod
+    def load_tokenizer(path: Path) -> SubwordTokenizer:
+        return SubwordTokenizer.load(path)
+
+    def __init__(self, config: RunConfig, tokenizer: SubwordTokenizer | None = None) -> None:
+        d = config.data
+        if d.seq_len > config.model.max_position:
+            raise UserError(f"data.seq_len={d.seq_len} is longer than model.max_position={config.model.max_position}")
+        text = read_text(resolve_path(d.path or None))
+        cut = int(len(text) * (1 - d.val_fraction))
+        train_text, val_text = text[:cut], text[cut:]
+        self.tokenizer = tokenizer or SubwordTokenizer.train(train_text.split("\n\n"), d.vocab_size)
+        V = self.tokenizer.vocab_size
+        if config.model.vocab_size not in (0, V):
+            raise UserError(f"model.vocab_size={config.model.vocab_size} but the tokenizer has {V} tokens")
+        config.model = dataclasses.replace(config.model, vocab_size=V)
+        self.config = config
+        self.train = torch.tensor(self.tokenizer.encode_plain(train_text), dtype=torch.long)
+        self.val = torch.tensor(self.tokenizer.encode_plain(val_text), dtype=torch.long)
+        if len(self.val) < d.seq_len - 2:
+            raise UserError(f"the held-out split has {len(self.val)} tokens, fewer than one window of {d.seq_len}")
+        g = torch.Generator().manual_seed(EVAL_MASK_SEED)
+        self.val_batch = self.mask(tiled_windows(self.val, d.seq_len), g)
+
+    def mask(self, ids: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        return mask_tokens(
+            ids, self.tokenizer.vocab_size, self.tokenizer.n_special, generator, self.config.data.mask_prob
+        )
+
+    def train_batch(self, batch_size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.mask(random_windows(self.train, batch_size, self.config.data.seq_len, generator), generator)
+
+    def training_step(self, model: nn.Module, batch) -> tuple[torch.Tensor, dict[str, float]]:
+        inputs, labels = batch
+        out = model(inputs, labels=labels)
+        return out.loss, {"masked_acc": masked_accuracy(out.logits, labels)}
+
+    def batch_tokens(self, batch) -> int:
+        return batch[0].numel()
+
+    def evaluate(self, model: nn.Module, iters: int, batch_size: int, generator: torch.Generator) -> dict[str, float]:
+        """The whole held-out split with its fixed masks (iters and the generator are not needed)."""
+        return evaluate_masked(model, *self.val_batch)
+
+
+def masked_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
+    chosen = labels != IGNORE
+    return float((logits.argmax(-1) == labels)[chosen].float().mean()) if chosen.any() else 0.0
+
+
+@torch.no_grad()
+def evaluate_masked(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor, chunk: int = 128) -> dict:
+    """Loss per masked token, masked-token accuracy and perplexity over every row of (inputs, labels)."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    loss_sum = correct = count = 0.0
+    for i in range(0, len(inputs), chunk):
+        x, y = inputs[i : i + chunk].to(device), labels[i : i + chunk].to(device)
+        out = model(x, labels=y)
+        n = int((y != IGNORE).sum())
+        loss_sum += float(out.loss) * n
+        correct += float(((out.logits.argmax(-1) == y) & (y != IGNORE)).sum())
+        count += n
+    model.train(was_training)
+    loss = loss_sum / max(count, 1)
+    return {"loss": loss, "masked_acc": correct / max(count, 1), "perplexity": math.exp(loss), "masked": int(count)}
+
+
+@torch.no_grad()
+def fill_mask(model: BertForMaskedLM, tokenizer: SubwordTokenizer, text: str, k: int = 5) -> list[list[tuple]]:
+    """For each [MASK] in `text`, its `k` most likely tokens as (token, probability), most likely first."""
+    ids = tokenizer.encode(text)
+    if MASK_ID not in ids:
+        raise UserError(f"the text {text!r} has no [MASK]; write [MASK] where a word should be filled in")
+    if len(ids) > model.config.max_position:
+        raise UserError(f"the text has {len(ids)} tokens, more than the model's maximum {model.config.max_position}")
+    if k <= 0:
+        raise UserError(f"--top {k} must be > 0")
+    model.eval()
+    x = torch.tensor([ids], device=next(model.parameters()).device)  # (1, T)
+    probs = model(x).logits[0].float().softmax(-1)  # (T, V)
+    fills = []
+    for pos in (i for i, t in enumerate(ids) if t == MASK_ID):
+        p, idx = probs[pos].topk(min(k, probs.size(-1)))
+        fills.append([(tok, float(q)) for tok, q in zip(tokenizer.convert_ids_to_tokens(idx.tolist()), p)])
+    return fills
