@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 
+from tinyformer import cli_nlp
 from tinyformer.cli_viz import add_viz
 from tinyformer.errors import UserError
 
@@ -217,7 +218,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
 
 # ---- eval / translate (encoder-decoder runs) ----------------------------------------------
 def add_eval(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run", help="run folder of `tinyformer train reverse`")
+    p.add_argument("run", help="run folder of `tinyformer train reverse`, `train mlm` or `train classify`")
     p.add_argument("--n", type=int, default=1000, help="held-out sequences to score (default 1000)")
     p.add_argument("--beam", type=int, default=1, help="beam width (1 = greedy)")
 
@@ -232,11 +233,17 @@ def _seq2seq_run(path: str):
 
 
 def cmd_eval(a: argparse.Namespace) -> int:
+    from tinyformer import cli_nlp
     from tinyformer.data.reversal import make_split
+    from tinyformer.runs import load_run
     from tinyformer.tasks.reverse import evaluate_split
 
     if a.n <= 0 or a.beam <= 0:
         raise UserError(f"--n {a.n} and --beam {a.beam} must be > 0")
+    run = load_run(a.run)
+    if run.config.task in ("mlm", "classify"):
+        getattr(cli_nlp, f"eval_{run.config.task}")(run)
+        return 0
     run = _seq2seq_run(a.run)
     d = run.config.data
     src, tgt = make_split(a.n, d.min_len, d.val_max_len or d.max_len, d.seed + 1, d.variant, d.longest)
@@ -300,6 +307,7 @@ EXPERIMENTS = {  # name -> (module, function(out, quick=, data=) -> report path)
     "positions": ("tinyformer.experiments.gpt_studies", "positions"),
     "kv-cache": ("tinyformer.experiments.kv_cache", "run"),
     "reverse-ablation": ("tinyformer.experiments.reverse_ablation", "run"),
+    "classifiers": ("tinyformer.experiments.classifiers", "run"),
 }
 
 
@@ -322,8 +330,10 @@ COMMANDS = {
     "train": (add_train, cmd_train, "train a model (e.g. MiniGPT on Tiny Shakespeare)"),
     "sample": (add_sample, cmd_sample, "generate text from a run folder"),
     "info": (add_info, cmd_info, "show a run's config, parameter breakdown and progress"),
-    "eval": (add_eval, cmd_eval, "exact match and token accuracy of an encoder-decoder run"),
+    "eval": (add_eval, cmd_eval, "score a run on held-out data (encoder-decoder, masked LM, classifier)"),
     "translate": (add_translate, cmd_translate, "run an encoder-decoder on one input (greedy or beam)"),
+    "fill": (cli_nlp.add_fill, cli_nlp.cmd_fill, "a masked-LM run's top fillers for each [MASK] in a text"),
+    "classify": (cli_nlp.add_classify, cli_nlp.cmd_classify, "label a text with a classifier run"),
     "viz": (add_viz, None, "draw attention: Hugging Face BERT, a tinyformer run, cross-attention"),
     "export": (add_export, cmd_export, "write a run in another format (Hugging Face GPT-2)"),
     "experiment": (add_experiment, cmd_experiment, "train a grid of runs and write a report"),

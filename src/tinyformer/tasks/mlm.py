@@ -54,11 +54,11 @@ def small_bert() -> BertConfig:
 
 def pretrain_recipe() -> TrainConfig:
     return TrainConfig(
-        max_iters=4000,
+        max_iters=5000,
         batch_size=32,
-        lr=1e-3,
+        lr=2e-3,
         schedule="cosine",
-        warmup_iters=200,
+        warmup_iters=300,
         min_lr=1e-4,
         beta2=0.98,
         weight_decay=0.01,

@@ -123,7 +123,11 @@ def _hf_batch(inputs, tokenizer, max_len: int):
     if isinstance(inputs, torch.Tensor):
         ids = inputs if inputs.dim() == 2 else inputs[None]
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-    enc = tokenizer(_as_list(inputs), return_tensors="pt", padding=True)
+    if hasattr(tokenizer, "batch"):  # tinyformer's SubwordTokenizer (masked-LM and classifier runs)
+        ids, mask = tokenizer.batch(_as_list(inputs))
+        enc = {"input_ids": ids, "attention_mask": mask}
+    else:
+        enc = tokenizer(_as_list(inputs), return_tensors="pt", padding=True)
     if enc["input_ids"].size(1) > max_len:
         raise UserError(f"the sentence has {enc['input_ids'].size(1)} tokens, more than the model's maximum {max_len}")
     return enc
@@ -153,7 +157,7 @@ def _capture_hf(model, inputs, tokenizer, name: str) -> AttentionMaps:
 
 
 def _capture_encoder(model, inputs, tokenizer, name: str) -> AttentionMaps:
-    """tinyformer's BERT-style encoder: the same inputs as a Hugging Face BERT."""
+    """tinyformer's BERT-style encoders (BertEncoder, BertForMaskedLM, a Transformer TextClassifier)."""
     enc = _hf_batch(inputs, tokenizer, model.config.max_position)
     model.eval()
     out = model(enc["input_ids"], enc["attention_mask"], need_weights=True)
