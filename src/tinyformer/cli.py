@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from tinyformer import cli_nlp
 from tinyformer.cli_viz import add_viz
@@ -37,7 +38,7 @@ def add_train(p: argparse.ArgumentParser) -> None:
 def _train_overrides(a: argparse.Namespace) -> list[str]:
     """`--set` values plus the shortcut flags, all as `section.key=value` overrides."""
     overrides = list(a.set)
-    overrides += [f"data.path={json.dumps(a.data)}"] if a.data else []
+    overrides += [f"data.path={json.dumps(str(Path(a.data).resolve()))}"] if a.data else []  # runnable from anywhere
     overrides += [f"data.text_col={json.dumps(a.text_col)}"] if a.text_col else []
     overrides += [f"data.label_col={json.dumps(a.label_col)}"] if a.label_col else []
     overrides += [f"train.device={json.dumps(a.device)}"] if a.device else []
@@ -219,8 +220,8 @@ def cmd_bench(a: argparse.Namespace) -> int:
 # ---- eval / translate (encoder-decoder runs) ----------------------------------------------
 def add_eval(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", help="run folder of `tinyformer train reverse`, `train mlm` or `train classify`")
-    p.add_argument("--n", type=int, default=1000, help="held-out sequences to score (default 1000)")
-    p.add_argument("--beam", type=int, default=1, help="beam width (1 = greedy)")
+    p.add_argument("--n", type=int, default=1000, help="reverse: held-out sequences to score (default 1000)")
+    p.add_argument("--beam", type=int, default=1, help="reverse: beam width (1 = greedy)")
 
 
 def _seq2seq_run(path: str):

@@ -11,6 +11,15 @@ import argparse
 from tinyformer.errors import UserError
 
 
+def _text(text: str) -> str:
+    """A command-line text that is valid Unicode (a stray non-UTF-8 byte arrives as a lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UserError("the text is not valid UTF-8; check the terminal's encoding") from None
+    return text
+
+
 def _run(path: str, task: str, what: str):
     from tinyformer.runs import load_run
 
@@ -30,7 +39,7 @@ def cmd_fill(a: argparse.Namespace) -> int:
     from tinyformer.tasks.mlm import fill_mask
 
     run = _run(a.run, "mlm", "fill")
-    for n, options in enumerate(fill_mask(run.model, run.tokenizer, a.text, a.top), start=1):
+    for n, options in enumerate(fill_mask(run.model, run.tokenizer, _text(a.text), a.top), start=1):
         print(f"[MASK] #{n}:")
         for token, p in options:
             print(f"  {token:<14} {p:.4f}")
@@ -46,7 +55,7 @@ def cmd_classify(a: argparse.Namespace) -> int:
     import torch
 
     run = _run(a.run, "classify", "classify")
-    if not a.text.strip():
+    if not _text(a.text).strip():
         raise UserError("the text is empty; give the text to label")
     ids, mask = run.tokenizer.batch([a.text], run.config.data.max_len)
     with torch.no_grad():

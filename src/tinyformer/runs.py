@@ -89,8 +89,9 @@ def train_run(
 ):
     """Build data, model and Trainer, save config + tokenizer, train -> (FitResult, Trainer).
 
-    A finished run then gets what its task writes at the end (`task.finish`: sample.txt for gpt, the
-    test-split scores for classify). Under torchrun (`world`), rank 0 writes.
+    A new run whose model config names `init_from` starts from that run (`task.init_model`). A finished
+    run then gets what its task writes with its best-validation weights (`task.finish`: sample.txt for
+    gpt, the test-split scores for classify). Under torchrun (`world`), rank 0 writes.
     """
     from tinyformer.device import seed_everything
     from tinyformer.train.trainer import Trainer
@@ -103,8 +104,9 @@ def train_run(
     if world.main:
         distributed.barrier(world)
     model = task_cls.build_model(config.model)
-    if not resume and hasattr(task, "init_model"):
-        task.init_model(model)  # e.g. a classifier starting from a pretrained encoder
+    init_from = getattr(config.model, "init_from", "")
+    if init_from and not resume:  # e.g. a classifier starting from a masked-LM run's encoder
+        task.init_model(model, load_run(init_from))
     if world.main:
         run_dir.mkdir(parents=True, exist_ok=True)
         ckpt.save_json(run_dir / ckpt.CONFIG, cfg.to_dict(config))
@@ -119,7 +121,8 @@ def train_run(
         )
     result = trainer.fit()
     if result.status == "finished" and hasattr(task, "finish") and world.main:
-        task.finish(trainer.model, run_dir)  # e.g. sample.txt (gpt), test-split scores and confusion matrix (classify)
+        best = load_run(run_dir, weights="best").model.to(trainer.device)  # the weights validation chose
+        task.finish(best, run_dir)  # e.g. sample.txt (gpt), test-split scores and confusion matrix (classify)
     return result, trainer
 
 

@@ -16,8 +16,8 @@ def test_quick_bakeoff_reports_every_encoder_and_reuses_its_runs(tmp_path, monke
 
     path = classifiers.run(tmp_path, quick=True)
     text = path.read_text()
-    cells = [c.name for c in classifiers.classifier_cells(tmp_path / "mlm", classifiers.SEEDS[:1])]
-    assert {"transformer-scratch", "transformer-pretrained", "textcnn", "rnn", "lstm", "gru", "bigru"} <= set(cells)
+    cells = ["transformer-scratch", "transformer-pretrained", "transformer-cls", "textcnn", "rnn", "lstm", "gru"]
+    cells += ["bilstm", "bigru"]
     for name in cells:
         row = next(line for line in text.splitlines() if line.startswith(f"| {name} |"))
         scores = json.loads((tmp_path / name / "test.json").read_text())  # the table is read from the runs

@@ -12,6 +12,7 @@ import torch
 from tinyformer.cli import main
 from tinyformer.data.subword import SubwordTokenizer
 from tinyformer.errors import UserError
+from tinyformer.runs import load_run
 
 TINY_BERT = ["model.n_layer=1", "model.n_head=2", "model.n_embd=16", "model.d_ff=32", "model.max_position=32"]
 FAST = ["train.max_iters=6", "train.eval_interval=3", "train.batch_size=4", "train.log_interval=2", "train.device=cpu"]
@@ -49,6 +50,7 @@ def test_fill_prints_top_k_with_falling_probabilities(mlm_run, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "[MASK] #1:" and len(lines) == 4
     probs = [float(line.split()[-1]) for line in lines[1:]]
+    assert not any(line.split()[0].startswith("[") for line in lines[1:])  # no [PAD], [CLS], ... as a filler
     assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1.0
 
 
@@ -64,8 +66,15 @@ def test_fill_and_eval_errors_are_one_line(mlm_run, capsys):
 
 
 def test_eval_mlm_scores_the_whole_held_out_split(mlm_run, capsys):
+    from tinyformer.tasks.mlm import MLMTask
+
+    run = load_run(mlm_run)
+    task = MLMTask(run.config, run.tokenizer)
     assert main(["eval", str(mlm_run)]) == 0
-    assert "masked-token accuracy" in capsys.readouterr().out
+    masked = int(capsys.readouterr().out.split(" masked tokens")[0].split()[-1].replace(",", ""))
+    held_out_pieces = task.val_batch[0].numel() - 2 * len(task.val_batch[0])  # every window but [CLS] and [SEP]
+    assert held_out_pieces >= len(task.val) - 22  # the windows cover the held-out stream (a tail shorter than one)
+    assert abs(masked / held_out_pieces - 0.15) < 0.03
 
 
 def test_viz_attention_works_on_the_masked_lm(mlm_run, tmp_path):
@@ -125,18 +134,74 @@ def test_pretrained_init_copies_the_masked_lm_encoder(mlm_run, tmp_path):
     from tinyformer.tasks.classify import ClassifyTask
 
     data = labelled_csv(tmp_path / "t.csv")
-    overrides = ["model.n_layer=1", "data.max_len=32", *TINY_BERT[1:], f"model.init_from={json.dumps(str(mlm_run))}"]
+    overrides = ["model.n_layer=1", "data.max_len=24", *TINY_BERT[1:], f"model.init_from={json.dumps(str(mlm_run))}"]
     config, task_cls, _, _ = prepare_run("classify", [], [f"data.path={json.dumps(str(data))}", *overrides])
     task = ClassifyTask(config)
     assert task.tokenizer.vocab_size == SubwordTokenizer.load(mlm_run / "tokenizer.json").vocab_size
     model = task_cls.build_model(config.model)
-    task.init_model(model)
+    task.init_model(model, load_run(mlm_run))
     mlm = load_file(mlm_run / "best.safetensors")
     for name, p in model.encoder.state_dict().items():
         assert torch.equal(p, mlm[f"bert.{name}"]), name
     config.model.n_embd = 32  # a size that does not match the masked-LM run
     with pytest.raises(UserError, match="n_embd"):
-        task.init_model(task_cls.build_model(config.model))
+        task.init_model(task_cls.build_model(config.model), load_run(mlm_run))
+    config.model.n_embd, config.data.max_len = 16, 32  # longer than the windows the masked LM was trained on
+    with pytest.raises(UserError, match="never trained"):
+        task.init_model(task_cls.build_model(config.model), load_run(mlm_run))
+
+
+def test_finish_scores_the_best_validation_weights(tmp_path, monkeypatch):
+    from safetensors.torch import load_file
+
+    from tinyformer.tasks.classify import ClassifyTask
+
+    seen, val_losses = {}, iter([1.0, 0.5, 2.0])  # evaluations at steps 4, 8, 12: the best is step 8, not the last
+    finish = ClassifyTask.finish
+    monkeypatch.setattr(ClassifyTask, "finish", lambda self, m, d: seen.update(m.state_dict()) or finish(self, m, d))
+    monkeypatch.setattr(ClassifyTask, "evaluate", lambda *a: {"loss": next(val_losses)})
+    data, out = labelled_csv(tmp_path / "t.csv"), tmp_path / "run"
+    fast = ["data.max_len=32", "train.max_iters=12", "train.eval_interval=4", "train.device=cpu"]
+    assert main(["train", "classify", "--data", str(data), "--out", str(out), *sets(*TINY_BERT, *fast)]) == 0
+    best, latest = load_file(out / "best.safetensors"), load_file(out / "model.safetensors")
+    assert all(torch.equal(seen[k], best[k]) for k in best)
+    assert any(not torch.equal(seen[k], latest[k]) for k in latest)
+
+
+def test_classifier_run_resumes_and_loads_with_its_list_fields(tmp_path):
+    data, out = labelled_csv(tmp_path / "t.csv"), tmp_path / "cnn"
+    fast = ["train.max_iters=4", "train.eval_interval=2", "train.device=cpu", "model.encoder=cnn"]
+    args = ["train", "classify", "--data", str(data), "--out", str(out), *sets(*fast, "model.kernel_sizes=[2, 3]")]
+    assert main(args) == 0
+    assert main(["train", "classify", "--resume", str(out), "--set", "train.max_iters=6"]) == 0
+    run = load_run(out)
+    assert run.config.model.kernel_sizes == [2, 3] and run.config.model.labels == ["love", "sea", "war"]
+    assert run.state["step"] == 6 and [c.kernel_size[0] for c in run.model.encoder.convs] == [2, 3]
+
+
+def test_classify_user_errors_are_one_line(tmp_path, capsys, mlm_run):
+    two_each = tmp_path / "two.csv"
+    two_each.write_text("text,label\na b,x\nc d,x\ne f,y\ng h,y\n")
+    (tmp_path / "arr.json").write_text('[{"text": "a", "label": "b"}]')
+    cnn = tmp_path / "cnn"
+    fast = ["train.max_iters=2", "train.eval_interval=2", "train.device=cpu", "model.encoder=cnn"]
+    assert (
+        main(["train", "classify", "--data", str(labelled_csv(tmp_path / "t.csv")), "--out", str(cnn), *sets(*fast)])
+        == 0
+    )
+    capsys.readouterr()
+    cases = [
+        (["train", "classify", "--data", str(two_each)], "val split would be empty"),
+        (["train", "classify", "--data", str(tmp_path / "arr.json")], "one object per line"),
+        (["train", "classify", "--set", "model.kernel_sizes=[2, 'x']"], "model.kernel_sizes[1] expects int"),
+        (["viz", "attention", str(cnn), "--text", "sea", "--out", str(tmp_path)], "'cnn' classifier has no attention"),
+        (["fill", str(mlm_run), "caf\udce9 [MASK]"], "not valid UTF-8"),
+        (["classify", str(cnn), "   "], "the text is empty"),
+    ]
+    for args, words in cases:
+        assert main(args) == 2, args
+        err = capsys.readouterr().err
+        assert words in err and err.count("\n") == 1, err
 
 
 def test_macro_f1_and_confusion_by_hand():

@@ -52,7 +52,10 @@ class LabelledTexts:
 
 
 def read_table(path: str | Path, text_col: str = "text", label_col: str = "label") -> LabelledTexts:
-    """Read a .csv / .tsv (header row) or .jsonl / .ndjson table of labelled texts; check every label can be split."""
+    """Read a .csv / .tsv (header row) or .jsonl / .ndjson table of labelled texts; check every label can be split.
+
+    A text that repeats an earlier row's text is dropped, so no text is in two splits.
+    """
     p = Path(path)
     suffix = p.suffix.lower()
     if not p.is_file():
@@ -67,7 +70,7 @@ def read_table(path: str | Path, text_col: str = "text", label_col: str = "label
         _missing_columns(p, missing, columns, text_col, label_col)
     if not records:
         raise UserError(f"{p} has no rows; it needs a header and at least one row with {text_col!r} and {label_col!r}")
-    texts, labels, ids = [], [], []
+    texts, labels, ids, seen = [], [], [], set()
     for row_no, record in records:
         t = _cell(record.get(text_col), p, row_no, text_col)
         if not t:
@@ -75,6 +78,9 @@ def read_table(path: str | Path, text_col: str = "text", label_col: str = "label
         y = _cell(record.get(label_col), p, row_no, label_col)
         if not y:
             raise UserError(f"{p} row {row_no}: missing label in column {label_col!r}; every row needs a label")
+        if t in seen:
+            continue  # a repeated text could land in train and test at once; the first row counts
+        seen.add(t)
         texts.append(t), labels.append(y), ids.append(row_no)
     data = LabelledTexts(texts, labels, ids)
     check_labels(data, str(p))

@@ -27,11 +27,11 @@ def mask_tokens(
     """ids (B, T) -> (inputs (B, T), labels (B, T)); ids below `n_special` are special and never chosen."""
     shape = ids.shape
     chosen = (torch.rand(shape, generator=generator) < mask_prob) & (ids >= n_special)  # (B, T)
-    labels = torch.where(chosen, ids, torch.full_like(ids, IGNORE))
+    labels = torch.where(chosen, ids, torch.full_like(ids, IGNORE))  # (B, T)
     what = torch.rand(shape, generator=generator)  # < 0.8: [MASK]; < 0.9: random token; else: unchanged
     random_ids = torch.randint(n_special, vocab_size, shape, generator=generator)  # (B, T)
-    inputs = torch.where(chosen & (what < 0.8), torch.full_like(ids, MASK_ID), ids)
-    inputs = torch.where(chosen & (what >= 0.8) & (what < 0.9), random_ids, inputs)
+    inputs = torch.where(chosen & (what < 0.8), torch.full_like(ids, MASK_ID), ids)  # (B, T)
+    inputs = torch.where(chosen & (what >= 0.8) & (what < 0.9), random_ids, inputs)  # (B, T)
     return inputs, labels
 
 

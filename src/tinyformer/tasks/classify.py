@@ -48,8 +48,16 @@ class ClassifyDataConfig:
     tokenizer: str = ""  # reuse this tokenizer.json (or run folder) instead of learning one
 
     def __post_init__(self) -> None:
-        if self.max_len < 3 or self.speakers < 2:
-            raise UserError(f"data.max_len={self.max_len} must be >= 3 and data.speakers={self.speakers} >= 2")
+        if self.max_len < 3 or self.speakers < 2 or self.vocab_size < 100:
+            raise UserError(
+                f"data.max_len={self.max_len} must be >= 3, data.speakers={self.speakers} >= 2 "
+                f"and data.vocab_size={self.vocab_size} >= 100"
+            )
+        if not (self.val_fraction > 0 and self.test_fraction > 0 and self.val_fraction + self.test_fraction < 1):
+            raise UserError(
+                f"data.val_fraction={self.val_fraction} and data.test_fraction={self.test_fraction} "
+                "must both be > 0 with a sum < 1"
+            )
 
 
 @dataclass
@@ -72,8 +80,11 @@ def recipe() -> TrainConfig:
 
 
 def load_examples(d: ClassifyDataConfig) -> LabelledTexts:
-    if d.path and Path(d.path).suffix.lower() in SUFFIXES:
+    suffix = Path(d.path).suffix.lower()
+    if d.path and suffix in SUFFIXES:
         return read_table(d.path, d.text_col, d.label_col)
+    if suffix in (".json", ".xml", ".xlsx", ".parquet", ".csv.gz"):
+        raise UserError(f"{d.path}: use a table in one of {', '.join(SUFFIXES)} (JSON as one object per line)")
     return speaker_speeches(read_text(resolve_path(d.path or None)), d.speakers)
 
 
@@ -106,6 +117,12 @@ class ClassifyTask:
             raise UserError(f"data.max_len={d.max_len} is longer than model.max_position={m.max_position}")
         examples = load_examples(d)
         split = stratified_split(examples.labels, d.val_fraction, d.test_fraction, d.split_seed)
+        empty = [name for name, idx in split.items() if not idx]
+        if empty:
+            raise UserError(
+                f"the {' and '.join(empty)} split would be empty with {len(examples)} examples; "
+                "give more examples per label or larger data.val_fraction / data.test_fraction"
+            )
         self.splits = {name: examples.subset(idx) for name, idx in split.items()}
         self.tokenizer = tokenizer or self._tokenizer(config)
         labels = examples.classes
@@ -130,24 +147,21 @@ class ClassifyTask:
         return SubwordTokenizer.train(self.splits["train"].texts, d.vocab_size)
 
     def _encode(self, s: LabelledTexts) -> tuple[list[list[int]], torch.Tensor]:
+        """-> (per example its ids, [CLS] ... [SEP] cut to max_len; class ids (N,))."""
         ids = [self.tokenizer.encode(t, self.config.data.max_len) for t in s.texts]
-        return ids, torch.tensor([self.index[label] for label in s.labels], dtype=torch.long)
+        return ids, torch.tensor([self.index[label] for label in s.labels], dtype=torch.long)  # (N,)
 
-    def init_model(self, model: TextClassifier) -> None:
-        """A new run with `model.init_from` starts from that masked-LM run's encoder weights."""
-        src = self.config.model.init_from
-        if not src:
-            return
-        from safetensors.torch import load_file
-
-        from tinyformer.runs import load_run
-        from tinyformer.train import checkpoint as ckpt
-
-        run = load_run(src, weights=None)
-        if run.config.task != "mlm":
-            raise UserError(f"model.init_from={src!r} is a {run.config.task!r} run; it needs a `train mlm` run")
-        weights = run.path / (ckpt.BEST if (run.path / ckpt.BEST).is_file() else ckpt.WEIGHTS)
-        load_encoder_from(model, load_file(weights), run.config.model)
+    def init_model(self, model: TextClassifier, source) -> None:
+        """Start from the encoder of `source`, the loaded masked-LM run that `model.init_from` names."""
+        where = self.config.model.init_from
+        if source.config.task != "mlm":
+            raise UserError(f"model.init_from={where!r} is a {source.config.task!r} run; it needs a `train mlm` run")
+        if self.config.data.max_len > source.config.data.seq_len:
+            raise UserError(
+                f"data.max_len={self.config.data.max_len} is longer than the windows of {where!r} "
+                f"(seq_len={source.config.data.seq_len}): positions past them were never trained"
+            )
+        load_encoder_from(model, source.model.state_dict(), source.config.model)
 
     def batch(self, split: str, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         rows, labels = self.encoded[split]
@@ -179,9 +193,9 @@ class ClassifyTask:
         n, logits = len(self.encoded[split][0]), []
         for i in range(0, n, chunk):
             ids, mask, _ = self.batch(split, torch.arange(i, min(i + chunk, n)))
-            logits.append(model(ids.to(device), mask.to(device)).logits.float().cpu())
+            logits.append(model(ids.to(device), mask.to(device)).logits.float().cpu())  # (b, C)
         model.train(was_training)
-        out = torch.cat(logits)
+        out = torch.cat(logits)  # (N, C)
         return out, float(F.cross_entropy(out, self.encoded[split][1]))
 
     def score(self, model: nn.Module, split: str) -> dict:
@@ -195,12 +209,8 @@ class ClassifyTask:
         return scores(torch.full_like(gold, top), gold, len(self.index))
 
     def finish(self, model: nn.Module, run_dir: Path) -> dict:
-        """Score the test split with the best-validation weights: test.json and confusion.png; printed too."""
-        from tinyformer.train import checkpoint as ckpt
-        from tinyformer.viz.confusion import plot_confusion
-
-        if (run_dir / ckpt.BEST).is_file():
-            ckpt.load_weights(model, run_dir / ckpt.BEST)  # early stopping: the weights val chose
+        """Score the test split: test.json and confusion.png in the run folder, and a line printed."""
+        from tinyformer.viz.confusion import plot_confusion  # drawing happens after training, outside the chain
 
         base = self.majority("test")
         r = self.score(model, "test") | {"n": len(self.splits["test"])}
@@ -216,15 +226,19 @@ class ClassifyTask:
 
 
 def scores(pred: torch.Tensor, gold: torch.Tensor, n_classes: int) -> dict:
-    """Accuracy, macro-F1 (unweighted mean of per-class F1) and the confusion matrix (rows gold, columns predicted)."""
-    confusion = torch.zeros(n_classes, n_classes, dtype=torch.long)
+    """Accuracy, macro-F1 and the confusion matrix (C, C) (rows gold, columns predicted).
+
+    Macro-F1 is the unweighted mean of per-class F1 over the classes that occur in `gold` or `pred`.
+    """
+    confusion = torch.zeros(n_classes, n_classes, dtype=torch.long)  # (C, C)
     confusion.index_put_((gold, pred), torch.ones_like(gold), accumulate=True)
     tp = confusion.diag().float()
     precision = tp / confusion.sum(0).clamp(min=1)  # per predicted class
     recall = tp / confusion.sum(1).clamp(min=1)  # per gold class
     f1 = torch.where(tp > 0, 2 * precision * recall / (precision + recall).clamp(min=1e-12), torch.zeros_like(tp))
+    present = (confusion.sum(0) + confusion.sum(1)) > 0  # (C,)
     return {
         "acc": float((pred == gold).float().mean()),
-        "macro_f1": float(f1.mean()),
+        "macro_f1": float(f1[present].mean()),
         "confusion": confusion.tolist(),
     }

@@ -62,10 +62,9 @@ class GPTTask:
 
     def finish(self, model: nn.Module, run_dir: Path) -> None:
         """sample.txt: a continuation of `sample.prompt` by the finished model."""
-        from tinyformer.generate.sampling import generate_text
-        from tinyformer.train.checkpoint import SAMPLE
+        from tinyformer.generate.sampling import generate_text  # sampling happens after training
 
-        (run_dir / SAMPLE).write_text(generate_text(model, self.tokenizer, self.config.sample), encoding="utf-8")
+        (run_dir / "sample.txt").write_text(generate_text(model, self.tokenizer, self.config.sample), encoding="utf-8")
 
     def evaluate(self, model: nn.Module, iters: int, batch_size: int, generator: torch.Generator) -> dict[str, float]:
         device = next(model.parameters()).device

@@ -158,6 +158,8 @@ def _capture_hf(model, inputs, tokenizer, name: str) -> AttentionMaps:
 
 def _capture_encoder(model, inputs, tokenizer, name: str) -> AttentionMaps:
     """tinyformer's BERT-style encoders (BertEncoder, BertForMaskedLM, a Transformer TextClassifier)."""
+    if getattr(model.config, "encoder", "transformer") != "transformer":
+        raise UserError(f"a {model.config.encoder!r} classifier has no attention; viz needs model.encoder=transformer")
     enc = _hf_batch(inputs, tokenizer, model.config.max_position)
     model.eval()
     out = model(enc["input_ids"], enc["attention_mask"], need_weights=True)
