@@ -142,9 +142,9 @@ def rows_of(results: list[CellResult], task: ClassifyTask) -> list[dict]:
     return rows
 
 
-def pretraining_effect(rows: list[dict]) -> tuple[list[float], list[float]]:
-    """Test accuracies of the scratch and pretrained Transformer runs, one per seed."""
-    pick = lambda prefix: [r["acc"] for r in rows if r["cell"].startswith(prefix)]  # noqa: E731
+def pretraining_effect(rows: list[dict], key: str = "acc") -> tuple[list[float], list[float]]:
+    """`key` (test accuracy or macro-F1) of the scratch and of the pretrained Transformer runs, one per seed."""
+    pick = lambda prefix: [r[key] for r in rows if r["cell"].startswith(prefix)]  # noqa: E731
     return pick("transformer-scratch"), pick("transformer-pretrained")
 
 
@@ -179,73 +179,84 @@ def plot_accuracy_vs_params(rows: list[dict], majority: float, png: Path) -> Pat
 
 
 def write_report(mlm: CellResult, results: list[CellResult], folder: Path, quick: bool) -> Path:
+    task = ClassifyTask(results[0].run.config, results[0].run.tokenizer)  # the split every cell shares
+    rows = rows_of(results, task)
+    base = task.majority("test")
+    plot_accuracy_vs_params(rows, base["acc"], folder / "accuracy_vs_params.png")
+    parts = [
+        "# Text-classifier bake-off: speaker identification"
+        + (" (--quick: numbers are not meaningful)" if quick else ""),
+        "",
+        setup_text(task),
+        "",
+        mlm_section(mlm),
+        bakeoff_section(rows, base),
+        pretraining_section(rows, len(task.splits["test"])),
+    ]
+    path = folder / "report.md"
+    path.write_text("\n".join(parts), encoding="utf-8")
+    return path
+
+
+def setup_text(task: ClassifyTask) -> str:
     from tinyformer.bench.train import machine
 
-    task = ClassifyTask(results[0].run.config, results[0].run.tokenizer)  # the split every cell shares
-    base = task.majority("test")
-    rows = rows_of(results, task)
-    plot_accuracy_vs_params(rows, base["acc"], folder / "accuracy_vs_params.png")
-    m = mlm_figures(mlm)
-    scratch, pretrained = pretraining_effect(rows)
+    c, sizes = task.config, {name: len(s) for name, s in task.splits.items()}
+    return (
+        f"Machine: {machine()['cpu']}, {torch.get_num_threads()} threads, torch {torch.__version__}. "
+        "Every number below is read from the run folders next to this file.\n\n"
+        f"Task: {len(c.model.labels)} speakers ({', '.join(c.model.labels)}), one example per speech, "
+        f"stratified split (seed {c.data.split_seed}): {sizes['train']} train / {sizes['val']} val / "
+        f"{sizes['test']} test. Tokenizer: the masked-LM run's WordPiece, {c.model.vocab_size} tokens; texts cut "
+        f"to {c.data.max_len} tokens. Budget for every cell: {c.train.max_iters} steps of batch "
+        f"{c.train.batch_size}, lr {c.train.lr:g} ({c.train.schedule}, warmup {c.train.warmup_iters}), "
+        f"dropout {c.model.dropout}, clipping {c.train.grad_clip}; scored with the best-validation weights."
+    )
+
+
+def mlm_section(mlm: CellResult) -> str:
+    c, m = mlm.run.config, mlm_figures(mlm)
+    fills = markdown_table(["filler", "probability"], [[tok, f"{p:.4f}"] for tok, p in m["fill"]])
+    return (
+        "## Masked-LM pretraining\n\n"
+        f"BERT-style encoder, {c.model.n_layer} layers x {c.model.n_head} heads x {c.model.n_embd} wide, "
+        f"{sum(p.numel() for p in mlm.run.model.parameters()):,} parameters, {c.train.max_iters} steps of "
+        f"{c.train.batch_size} windows of {c.data.seq_len} tokens, {mlm.run.state['train_seconds']:.0f} s. "
+        f"On the held-out last {c.data.val_fraction:.0%} of the text ({m['masked']:,} masked tokens, fixed masks), "
+        f"best at step {m['step']}: **masked-token accuracy {m['masked_acc']:.4f}, perplexity "
+        f"{m['perplexity']:.1f}** (loss {m['loss']:.4f}).\n\n"
+        f'`tinyformer fill {mlm.run.path} "{PROBE}"`:\n\n{fills}\n'
+    )
+
+
+def bakeoff_section(rows: list[dict], base: dict) -> str:
+    header = ["cell", "encoder", "parameters", "test accuracy", "test macro-F1", "best val accuracy", "train s"]
     table = [
         [r["cell"], r["about"], f"{r['params']:,}", r["acc"], r["macro_f1"], r["val_acc"], f"{r['train_s']:.0f}"]
         + [f"{r['ex_s']:,.0f}"]
         for r in rows
     ]
-    table.append(
-        ["majority class", "always the most frequent training speaker", "0", base["acc"], base["macro_f1"]] + [""] * 3
+    table.append(["majority class", "always the most frequent training speaker", "0", base["acc"], base["macro_f1"]])
+    table[-1] += [""] * 3
+    return (
+        "## Bake-off (test split)\n\n"
+        + markdown_table([*header, "inference ex/s"], table)
+        + "\n\n![accuracy vs parameters](accuracy_vs_params.png)\n"
     )
-    sizes = {name: len(s) for name, s in task.splits.items()}
-    mc, tc = mlm.run.config, results[0].run.config
-    parts = [
-        "# Text-classifier bake-off: speaker identification"
-        + (" (--quick: numbers are not meaningful)" if quick else ""),
-        "",
-        f"Machine: {machine()['cpu']}, {torch.get_num_threads()} threads, torch {torch.__version__}. "
-        "Every number below is read from the run folders next to this file.",
-        "",
-        f"Task: {len(tc.model.labels)} speakers ({', '.join(tc.model.labels)}), one example per speech, "
-        f"stratified split (seed {tc.data.split_seed}): {sizes['train']} train / {sizes['val']} val / "
-        f"{sizes['test']} test. Tokenizer: the masked-LM run's WordPiece, {tc.model.vocab_size} tokens; texts cut "
-        f"to {tc.data.max_len} tokens. Budget for every cell: {tc.train.max_iters} steps of batch "
-        f"{tc.train.batch_size}, lr {tc.train.lr:g} ({tc.train.schedule}, warmup {tc.train.warmup_iters}), "
-        f"dropout {tc.model.dropout}, clipping {tc.train.grad_clip}; scored with the best-validation weights.",
-        "",
-        "## Masked-LM pretraining",
-        "",
-        f"BERT-style encoder, {mc.model.n_layer} layers x {mc.model.n_head} heads x {mc.model.n_embd} wide, "
-        f"{sum(p.numel() for p in mlm.run.model.parameters()):,} parameters, {mc.train.max_iters} steps of "
-        f"{mc.train.batch_size} windows of {mc.data.seq_len} tokens, {mlm.run.state['train_seconds']:.0f} s. "
-        f"On the held-out last {mc.data.val_fraction:.0%} of the text ({m['masked']:,} masked tokens, fixed masks), "
-        f"best at step {m['step']}: **masked-token accuracy {m['masked_acc']:.4f}, perplexity "
-        f"{m['perplexity']:.1f}** (loss {m['loss']:.4f}).",
-        "",
-        f'`tinyformer fill {mlm.run.path} "{PROBE}"`:',
-        "",
-        markdown_table(["filler", "probability"], [[tok, f"{p:.4f}"] for tok, p in m["fill"]]),
-        "",
-        "## Bake-off (test split)",
-        "",
-        markdown_table(
-            ["cell", "encoder", "parameters", "test accuracy", "test macro-F1", "best val accuracy", "train s"]
-            + ["inference ex/s"],
-            table,
-        ),
-        "",
-        "![accuracy vs parameters](accuracy_vs_params.png)",
-        "",
-        "## Does pretraining help?",
-        "",
-        f"Test accuracy of the same Transformer classifier over seeds {', '.join(map(str, SEEDS[: len(scratch)]))}: "
-        f"from scratch {mean_sd(scratch)}, from the masked-LM encoder {mean_sd(pretrained)}; "
-        f"difference **{statistics.mean(pretrained) - statistics.mean(scratch):+.4f}**.",
-        f"With {sizes['test']} test examples one example is {1 / sizes['test']:.4f} of accuracy, and the standard "
-        f"error of an accuracy near 0.5 is about {(0.25 / sizes['test']) ** 0.5:.3f}.",
-        "",
+
+
+def pretraining_section(rows: list[dict], n_test: int) -> str:
+    scratch, pretrained = pretraining_effect(rows)
+    f1_scratch, f1_pretrained = pretraining_effect(rows, "macro_f1")
+    seeds = ", ".join(map(str, SEEDS[: len(scratch)]))
+    return (
+        "## Does pretraining help?\n\n"
+        f"The same Transformer classifier (mean pooling) over seeds {seeds}: test accuracy from scratch "
+        f"{mean_sd(scratch)}, from the masked-LM encoder {mean_sd(pretrained)}, difference "
+        f"**{statistics.mean(pretrained) - statistics.mean(scratch):+.4f}**; macro-F1 {mean_sd(f1_scratch)} vs "
+        f"{mean_sd(f1_pretrained)}, difference **{statistics.mean(f1_pretrained) - statistics.mean(f1_scratch):+.4f}**."
+        f" With {n_test} test examples one example is {1 / n_test:.4f} of accuracy, and the standard error of an "
+        f"accuracy near 0.5 is about {(0.25 / n_test) ** 0.5:.3f}.\n\n"
         "Caveat: the masked-LM run read the first 90% of the play as unlabelled text, which includes the text (not "
-        "the speaker) of most test speeches. Its tokenizer, shared by every cell, was learned from the same text.",
-        "",
-    ]
-    path = folder / "report.md"
-    path.write_text("\n".join(parts), encoding="utf-8")
-    return path
+        "the speaker) of most test speeches. Its tokenizer, shared by every cell, was learned from the same text.\n"
+    )
