@@ -6,27 +6,10 @@ import pytest
 import torch
 from torch import nn
 
+from tests.models.text_batches import V, make_rows, pad_batch
 from tinyformer.models.cnn import TextCNN
 
-V = 20  # vocabulary; 0 is pad_id
 LENGTHS = [5, 2, 7, 1, 4]  # some rows shorter than the widest kernels
-
-
-def make_rows(lengths: list[int], seed: int = 0) -> list[torch.Tensor]:
-    """One 1-D tensor of real (non-pad) token ids per length."""
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randint(1, V, (n,), generator=g) for n in lengths]
-
-
-def pad_batch(rows: list[torch.Tensor], width: int, random_pad: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """rows -> input_ids, attention_mask (B, width); padding ids are 0, or random NON-pad ids if random_pad."""
-    g = torch.Generator().manual_seed(123)
-    ids = torch.randint(1, V, (len(rows), width), generator=g) if random_pad else torch.zeros(len(rows), width).long()
-    mask = torch.zeros(len(rows), width, dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, : len(r)] = r
-        mask[i, : len(r)] = 1
-    return ids, mask
 
 
 def encoder(kernel_sizes: tuple[int, ...] = (3, 4, 5)) -> TextCNN:

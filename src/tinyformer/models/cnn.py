@@ -57,11 +57,7 @@ class TextCNN(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """input_ids (B, T) long; attention_mask (B, T), 1/True = real token, 0 = padding at the end
         of a row -> (B, out_features)."""
-        if input_ids.shape != attention_mask.shape:
-            raise UserError(
-                f"input_ids {tuple(input_ids.shape)} and attention_mask {tuple(attention_mask.shape)} differ"
-            )
-        lengths = sequence_lengths(attention_mask)  # (B,)
+        lengths = sequence_lengths(input_ids, attention_mask)  # (B,)
         short = max(self.kernel_sizes) - input_ids.size(1)
         if short > 0:  # the design decision above: right-pad to the widest kernel
             input_ids = F.pad(input_ids, (0, short), value=self.pad_id)  # (B, T)

@@ -26,12 +26,14 @@ CELLS = ("rnn", "lstm", "gru")
 _RECURRENT = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
 
 
-def sequence_lengths(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Right-padded `attention_mask` (B, T), 1/True = real token -> lengths (B,) long.
+def sequence_lengths(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Right-padded `attention_mask` (B, T) of `input_ids` (B, T), 1/True = real token -> lengths (B,) long.
 
-    Raises a ValueError (`UserError`) naming the row if a row has no real tokens
-    or if its padding is not all at the end.
+    Raises a ValueError (`UserError`) if the shapes differ, naming the row if a row
+    has no real tokens or if its padding is not all at the end.
     """
+    if input_ids.shape != attention_mask.shape:
+        raise UserError(f"input_ids {tuple(input_ids.shape)} and attention_mask {tuple(attention_mask.shape)} differ")
     if attention_mask.dim() != 2:
         raise UserError(f"attention_mask must be (B, T), got shape {tuple(attention_mask.shape)}")
     valid = attention_mask != 0  # (B, T)
@@ -83,11 +85,7 @@ class RNNEncoder(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """input_ids (B, T) long; attention_mask (B, T), 1/True = real token, 0 = padding at the end
         of a row -> (B, out_features)."""
-        if input_ids.shape != attention_mask.shape:
-            raise UserError(
-                f"input_ids {tuple(input_ids.shape)} and attention_mask {tuple(attention_mask.shape)} differ"
-            )
-        lengths = sequence_lengths(attention_mask)  # (B,)
+        lengths = sequence_lengths(input_ids, attention_mask)  # (B,)
         x = self.drop(self.embed(input_ids))  # (B, T, D)
         packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
         _, h_n = self.rnn(packed)  # h_n back in the batch's own row order
