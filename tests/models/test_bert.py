@@ -1,5 +1,6 @@
 """BertEncoder: exact parity with Hugging Face on the offline MiniLM checkpoint, padding invariance, loading errors."""
 
+import dataclasses
 import json
 import sys
 
@@ -204,3 +205,24 @@ def test_mlm_loss_counts_only_chosen_positions_and_decoder_is_tied():
     with torch.no_grad():
         m.bert.tok_emb.weight[7] += 1.0
     assert not torch.allclose(m(ids).logits[..., 7], out.logits[..., 7].detach())
+
+
+def test_rope_encoder_sees_word_order_and_has_no_position_table():
+    """Without positions a bidirectional encoder is permutation-equivariant; RoPE breaks that."""
+    from tinyformer.models.bert import BertEncoder
+
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=50, max_position=16, n_layer=2, n_head=2, n_embd=16, d_ff=32, dropout=0.0)
+    rope = BertEncoder(dataclasses.replace(cfg, positions="rope")).eval()
+    assert not hasattr(rope, "pos_emb") and rope.rope is not None
+    for block in rope.blocks:  # sharp attention, so that where a key sits can matter
+        torch.nn.init.normal_(block.attn.qkv.weight, std=0.5)
+    ids = torch.randint(5, 50, (1, 8))
+    perm = torch.randperm(8)
+    with torch.no_grad():
+        out, out_perm = rope(ids).last_hidden_state, rope(ids[:, perm]).last_hidden_state
+        assert not torch.allclose(out[:, perm], out_perm, atol=1e-4)  # order matters
+        rope.rope = None  # the same model with no rotation: order no longer matters
+        rope.pos_emb = torch.nn.Embedding(16, 16).requires_grad_(False)
+        torch.nn.init.zeros_(rope.pos_emb.weight)
+        torch.testing.assert_close(rope(ids).last_hidden_state[:, perm], rope(ids[:, perm]).last_hidden_state)

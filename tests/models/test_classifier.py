@@ -72,7 +72,7 @@ def test_only_the_transformer_returns_attention_maps():
 
 
 def test_encoder_loads_from_a_masked_lm_and_mismatches_are_named():
-    mlm_config = BertConfig(vocab_size=V, max_position=32, n_layer=2, n_head=2, n_embd=16, d_ff=32)
+    mlm_config = BertConfig(vocab_size=V, max_position=32, n_layer=2, n_head=2, n_embd=16, d_ff=32, positions="rope")
     torch.manual_seed(5)
     mlm = BertForMaskedLM(mlm_config)
     clf = model(encoder="transformer")
@@ -81,6 +81,8 @@ def test_encoder_loads_from_a_masked_lm_and_mismatches_are_named():
         torch.testing.assert_close(p, mlm.bert.state_dict()[name], rtol=0, atol=0)
     with pytest.raises(UserError, match="n_layer=2, this classifier 3; set model.n_layer=2"):
         load_encoder_from(model(encoder="transformer", n_layer=3), mlm.state_dict(), mlm_config)
+    with pytest.raises(UserError, match="set model.positions=rope"):
+        load_encoder_from(model(encoder="transformer", positions="learned"), mlm.state_dict(), mlm_config)
     with pytest.raises(UserError, match="encoder='transformer'"):
         load_encoder_from(model(encoder="cnn"), mlm.state_dict(), mlm_config)
 

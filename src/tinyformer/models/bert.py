@@ -1,7 +1,12 @@
 """A BERT-style bidirectional encoder (Devlin et al., 2019) from tinyformer's own layers.
 
 Token + learned position + segment embeddings, summed and LayerNorm-ed, then
-`n_layer` Post-LayerNorm self-attention blocks with no causal mask. There is no
+`n_layer` Post-LayerNorm self-attention blocks with no causal mask. With
+`positions="rope"` (RoFormer, Su et al., 2021) there is no position table:
+queries and keys are rotated by their position instead, so attention scores see
+relative offsets from the first step. Trained from scratch on a small corpus, the
+learned table stays unused for thousands of steps (the model predicts from a bag
+of words); with RoPE the masked-LM loss falls from the start. There is no
 pooler: `BertEncoder` returns one vector per token (`EncoderOutput`), and heads
 wrap it. `BertForMaskedLM` is the pretraining model: the encoder plus BERT's
 masked-LM head (dense, GELU, LayerNorm, then a decoder to the vocabulary whose
@@ -27,12 +32,15 @@ from torch import nn
 
 from tinyformer.attention import masks
 from tinyformer.attention.multihead import BACKENDS
+from tinyformer.attention.positions import Rotary
 from tinyformer.config import check_fields
 from tinyformer.data.mlm import IGNORE
 from tinyformer.errors import UserError
 from tinyformer.layers.blocks import TransformerBlock
 from tinyformer.layers.init import normal_init
 from tinyformer.models.outputs import EncoderOutput, ModelOutput
+
+BERT_POSITIONS = ("learned", "rope")
 
 
 @dataclass
@@ -48,6 +56,7 @@ class BertConfig:
     attn_dropout: float = 0.1  # on attention weights
     layer_norm_eps: float = 1e-12  # epsilon of every LayerNorm (BERT uses 1e-12)
     backend: str = "sdpa"  # attention backend: "sdpa" or "manual"
+    positions: str = "learned"  # "learned" (BERT's table) or "rope" (rotary, RoFormer)
 
     def __post_init__(self) -> None:
         if self.vocab_size < 0:
@@ -65,9 +74,13 @@ class BertConfig:
                 "layer_norm_eps",
             ),
             fractions=("dropout", "attn_dropout"),
-            choices={"backend": BACKENDS},
+            choices={"backend": BACKENDS, "positions": BERT_POSITIONS},
             divisible=("n_embd", "n_head"),
         )
+        if self.positions == "rope" and (self.n_embd // self.n_head) % 2:
+            raise UserError(
+                f"model.positions=rope needs an even head width; n_embd/n_head = {self.n_embd // self.n_head}"
+            )
 
 
 class BertEncoder(nn.Module):
@@ -77,7 +90,9 @@ class BertEncoder(nn.Module):
             raise ValueError("BertConfig.vocab_size must be set (> 0) before building the model")
         c = self.config = config
         self.tok_emb = nn.Embedding(c.vocab_size, c.n_embd)
-        self.pos_emb = nn.Embedding(c.max_position, c.n_embd)
+        if c.positions == "learned":
+            self.pos_emb = nn.Embedding(c.max_position, c.n_embd)
+        self.rope = Rotary(c.n_embd // c.n_head) if c.positions == "rope" else None
         self.seg_emb = nn.Embedding(c.type_vocab_size, c.n_embd)
         self.ln_emb = nn.LayerNorm(c.n_embd, eps=c.layer_norm_eps)
         self.drop = nn.Dropout(c.dropout)
@@ -103,8 +118,9 @@ class BertEncoder(nn.Module):
             raise ValueError(f"sequence length {T} exceeds max_position={self.config.max_position}")
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)  # (B, T)
-        pos = torch.arange(T, device=input_ids.device)  # (T,)
-        x = self.tok_emb(input_ids) + self.pos_emb(pos) + self.seg_emb(token_type_ids)  # (B, T, D)
+        x = self.tok_emb(input_ids) + self.seg_emb(token_type_ids)  # (B, T, D)
+        if self.rope is None:
+            x = x + self.pos_emb(torch.arange(T, device=input_ids.device))  # (B, T, D) + (T, D)
         return self.drop(self.ln_emb(x))
 
     def forward(
@@ -124,7 +140,7 @@ class BertEncoder(nn.Module):
         x = self.embed(input_ids, token_type_ids)  # (B, T, D)
         attentions = []
         for block in self.blocks:
-            x, w = block(x, mask=mask, need_weights=need_weights)
+            x, w = block(x, mask=mask, need_weights=need_weights, rope=self.rope)
             attentions.append(w)
         return EncoderOutput(x, attentions if need_weights else None)
 

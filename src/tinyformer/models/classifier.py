@@ -43,7 +43,8 @@ class ClassifierConfig:
     n_layer: int = 4  # Transformer blocks or stacked recurrent layers
     n_head: int = 4  # transformer: attention heads
     d_ff: int = 512  # transformer: feed-forward width
-    max_position: int = 128  # transformer: longest input (learned positions)
+    max_position: int = 128  # transformer: longest input
+    positions: str = "rope"  # transformer: "rope" (rotary) or "learned" (BERT's table)
     pooling: str = "mean"  # transformer: "mean" over real tokens or the "cls" position
     backend: str = "sdpa"  # transformer: attention backend
     hidden: int = 128  # rnn/lstm/gru: hidden state width (per direction)
@@ -78,6 +79,7 @@ class ClassifierConfig:
             dropout=self.dropout,
             attn_dropout=self.dropout,
             backend=self.backend,
+            positions=self.positions,
         )
 
 
@@ -139,7 +141,7 @@ def load_encoder_from(model: TextClassifier, mlm_state: dict[str, torch.Tensor],
     if c.encoder != "transformer":
         raise UserError(f"model.init_from needs model.encoder='transformer', not {c.encoder!r}")
     mine = c.bert()
-    for name in ("vocab_size", "max_position", "n_layer", "n_head", "n_embd", "d_ff"):
+    for name in ("vocab_size", "max_position", "n_layer", "n_head", "n_embd", "d_ff", "positions"):
         if getattr(mine, name) != getattr(mlm_config, name):
             raise UserError(
                 f"the masked-LM run has {name}={getattr(mlm_config, name)}, this classifier {getattr(mine, name)}; "
