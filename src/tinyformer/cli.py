@@ -70,7 +70,7 @@ def cmd_train(a: argparse.Namespace) -> int:
         return 130
     tps = trainer.tokens_seen / max(result.train_seconds, 1e-9)
     print(
-        f"done: step {result.step}, best val loss {result.best_val:.4f}, "
+        f"done: step {result.step}, best val {getattr(task_cls, 'select', 'loss')} {result.best_val:.4f}, "
         f"{result.train_seconds:.0f} s of training ({tps:,.0f} tokens/s); see {run_dir}/loss.png"
     )
     return 0
@@ -144,7 +144,8 @@ def cmd_info(a: argparse.Namespace) -> int:
     print(f"run {run.path}: task {run.config.task}, step {st['step']}/{run.config.train.max_iters}")
     tps = st["tokens_seen"] / max(st["train_seconds"], 1e-9)
     seen = f"{st['tokens_seen']:,} tokens ({tps:,.0f}/s)"
-    print(f"best val loss {best_val(run):.4f}; {st['train_seconds']:.0f} s of training, {seen}")
+    key = getattr(run.task_cls, "select", "loss")
+    print(f"best val {key} {best_val(run):.4f}; {st['train_seconds']:.0f} s of training, {seen}")
     print("\n# resolved config")
     print(to_toml(cfg.to_dict(run.config)))
     breakdown = getattr(run.task_cls, "param_breakdown", None)

@@ -156,16 +156,18 @@ def test_finish_scores_the_best_validation_weights(tmp_path, monkeypatch):
 
     from tinyformer.tasks.classify import ClassifyTask
 
-    seen, val_losses = {}, iter([1.0, 0.5, 2.0])  # evaluations at steps 4, 8, 12: the best is step 8, not the last
+    # evaluations at steps 4, 8, 12: the lowest error rate is step 8's, the lowest loss step 4's, neither the last
+    seen, evals = {}, iter([(1.0, 0.5), (1.5, 0.25), (2.0, 0.75)])
     finish = ClassifyTask.finish
     monkeypatch.setattr(ClassifyTask, "finish", lambda self, m, d: seen.update(m.state_dict()) or finish(self, m, d))
-    monkeypatch.setattr(ClassifyTask, "evaluate", lambda *a: {"loss": next(val_losses)})
+    monkeypatch.setattr(ClassifyTask, "evaluate", lambda *a: dict(zip(("loss", "error"), next(evals), strict=True)))
     data, out = labelled_csv(tmp_path / "t.csv"), tmp_path / "run"
     fast = ["data.max_len=32", "train.max_iters=12", "train.eval_interval=4", "train.device=cpu"]
     assert main(["train", "classify", "--data", str(data), "--out", str(out), *sets(*TINY_BERT, *fast)]) == 0
     best, latest = load_file(out / "best.safetensors"), load_file(out / "model.safetensors")
     assert all(torch.equal(seen[k], best[k]) for k in best)
     assert any(not torch.equal(seen[k], latest[k]) for k in latest)
+    assert load_run(out).state["best_val"] == 0.25  # chosen by error rate, not by loss
 
 
 def test_classifier_run_resumes_and_loads_with_its_list_fields(tmp_path):

@@ -98,6 +98,8 @@ def tokenizer_file(where: str) -> Path:
 
 class ClassifyTask:
     name = "classify"
+    select = "error"  # best.safetensors = lowest val error rate: val loss rises with overconfidence long before
+    # accuracy stops improving, so choosing by loss would stop a small-data classifier at its first epochs
 
     @staticmethod
     def default_config() -> RunConfig:
@@ -182,7 +184,7 @@ class ClassifyTask:
     def evaluate(self, model: nn.Module, iters: int, batch_size: int, generator: torch.Generator) -> dict:
         """The whole validation split (iters and the generator are not needed: it is fixed)."""
         r = self.score(model, "val")
-        return {k: r[k] for k in ("loss", "acc", "macro_f1")}
+        return {k: r[k] for k in ("loss", "acc", "macro_f1")} | {"error": 1.0 - r["acc"]}
 
     @torch.no_grad()
     def predict(self, model: nn.Module, split: str, chunk: int = 64) -> tuple[torch.Tensor, float]:

@@ -53,12 +53,15 @@ class Task(Protocol):
 
     def batch_tokens(self, batch: Any) -> int: ...
 
+    # optional: `select = "error"` names the evaluate() key (lower is better) that picks best.safetensors;
+    # without it, the lowest "loss" does
+
 
 @dataclass
 class FitResult:
     status: str  # "finished", "stopped" (fit(until=...)) or "interrupted" (a signal)
     step: int  # optimizer steps done in total
-    best_val: float  # lowest validation loss seen (inf before the first evaluation)
+    best_val: float  # lowest validation score seen: the task's `select` key, "loss" by default (inf before any)
     train_seconds: float  # time spent in training steps, evaluations excluded
 
 
@@ -210,10 +213,10 @@ class Trainer:
     def _evaluate(self, bar) -> None:
         t0 = time.perf_counter()
         result = self.evaluate()
-        val = result["loss"]
-        improved = val < self.best_val
+        val, score = result["loss"], result[getattr(self.task, "select", "loss")]
+        improved = score < self.best_val
         if improved:
-            self.best_val = val
+            self.best_val = score
             if self.world.main:
                 ckpt.save_weights(self.model, self.run_dir / ckpt.BEST)
         self._record({"split": "val", **result}, bar)
