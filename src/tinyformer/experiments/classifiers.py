@@ -159,11 +159,18 @@ def plot_accuracy_vs_params(rows: list[dict], majority: float, png: Path) -> Pat
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8.5, 5), dpi=110)
+    groups = {  # the Transformer cells share one size, so they are told apart by the legend, not by labels
+        "transformer-pretrained": ("o", "tab:green", "Transformer, masked-LM init (one point per seed)"),
+        "transformer-scratch": ("o", "tab:blue", "Transformer, random init (one point per seed)"),
+        "transformer-cls": ("D", "tab:purple", "Transformer, [CLS] pooling, random init"),
+    }
+    labelled = set()
     for r in rows:
-        kind = "o" if r["cell"].startswith("transformer") else "s"
-        colour = "tab:green" if "pretrained" in r["cell"] else ("tab:blue" if kind == "o" else "tab:orange")
-        ax.plot(r["params"], r["acc"], kind, color=colour, markersize=7)
-        if "-seed" not in r["cell"]:
+        group = next((g for g in groups if r["cell"].startswith(g)), None)
+        marker, colour, label = groups.get(group, ("s", "tab:orange", "TextCNN / RNN family"))
+        ax.plot(r["params"], r["acc"], marker, color=colour, markersize=7, label=None if label in labelled else label)
+        labelled.add(label)
+        if group is None:
             ax.annotate(r["cell"], (r["params"], r["acc"]), textcoords="offset points", xytext=(6, 4), fontsize=8)
     ax.axhline(majority, color="grey", linestyle=":", label=f"majority class {majority:.3f}")
     ax.set_xscale("log")
@@ -171,7 +178,7 @@ def plot_accuracy_vs_params(rows: list[dict], majority: float, png: Path) -> Pat
     ax.set_ylabel("test accuracy")
     ax.set_title("Speaker identification: accuracy vs parameters (same split, tokenizer, budget, loop)")
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="center right", fontsize=8)
     fig.tight_layout()
     fig.savefig(png)
     plt.close(fig)
