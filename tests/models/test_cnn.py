@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.models.text_batches import V, make_rows, pad_batch
+from tests.models.text_batches import V, assert_padding_invariant, make_rows, pad_batch
 from tinyformer.models.cnn import TextCNN
 
 LENGTHS = [5, 2, 7, 1, 4]  # some rows shorter than the widest kernels
@@ -20,13 +20,7 @@ def encoder(kernel_sizes: tuple[int, ...] = (3, 4, 5)) -> TextCNN:
 @pytest.mark.parametrize("kernel_sizes", [(3, 4, 5), (1, 2), (2,)])
 def test_padding_invariance(kernel_sizes: tuple[int, ...]) -> None:
     model, rows = encoder(kernel_sizes), make_rows(LENGTHS)
-    with torch.no_grad():
-        alone = torch.cat([model(r[None], torch.ones(1, len(r))) for r in rows])  # (B, out_features)
-        padded = model(*pad_batch(rows, max(LENGTHS)))
-        noisy = model(*pad_batch(rows, max(LENGTHS) + 5, random_pad=True))  # only the mask marks the padding
-    assert alone.shape == (len(rows), model.out_features)
-    torch.testing.assert_close(padded, alone, atol=1e-6, rtol=0)
-    torch.testing.assert_close(noisy, alone, atol=1e-6, rtol=0)
+    assert_padding_invariant(model, rows)
 
 
 def reference(model: TextCNN, row: torch.Tensor) -> torch.Tensor:

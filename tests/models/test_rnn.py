@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.models.text_batches import V, make_rows, pad_batch
+from tests.models.text_batches import V, assert_padding_invariant, make_rows, pad_batch
 from tinyformer.models.rnn import CELLS, RNNEncoder
 
 LENGTHS = [5, 2, 7, 1]  # different lengths, longest in the middle, one shorter than everything
@@ -21,13 +21,7 @@ def encoder(cell: str, bidirectional: bool, n_layer: int = 2) -> RNNEncoder:
 @pytest.mark.parametrize("cell", CELLS)
 def test_padding_invariance(cell: str, bidirectional: bool) -> None:
     model, rows = encoder(cell, bidirectional), make_rows(LENGTHS)
-    with torch.no_grad():
-        alone = torch.cat([model(r[None], torch.ones(1, len(r))) for r in rows])  # (B, out_features)
-        padded = model(*pad_batch(rows, max(LENGTHS)))
-        noisy = model(*pad_batch(rows, max(LENGTHS) + 5, random_pad=True))  # only the mask marks the padding
-    assert alone.shape == (len(rows), model.out_features)
-    torch.testing.assert_close(padded, alone, atol=1e-6, rtol=0)
-    torch.testing.assert_close(noisy, alone, atol=1e-6, rtol=0)
+    assert_padding_invariant(model, rows)
 
 
 def test_bool_mask_equals_int_mask() -> None:

@@ -22,3 +22,15 @@ def pad_batch(rows: list[torch.Tensor], width: int, random_pad: bool = False) ->
         ids[i, : len(r)] = r
         mask[i, : len(r)] = 1
     return ids, mask
+
+
+def assert_padding_invariant(model, rows: list[torch.Tensor]) -> None:
+    """Each row alone == the batch padded with pad_id == the batch padded wider with random ids the mask hides."""
+    longest = max(len(r) for r in rows)
+    with torch.no_grad():
+        alone = torch.cat([model(r[None], torch.ones(1, len(r))) for r in rows])  # (B, out_features)
+        padded = model(*pad_batch(rows, longest))
+        noisy = model(*pad_batch(rows, longest + 5, random_pad=True))  # only the mask marks the padding
+    assert alone.shape == (len(rows), model.out_features)
+    torch.testing.assert_close(padded, alone, atol=1e-6, rtol=0)
+    torch.testing.assert_close(noisy, alone, atol=1e-6, rtol=0)
