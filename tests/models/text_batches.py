@@ -34,3 +34,15 @@ def assert_padding_invariant(model, rows: list[torch.Tensor]) -> None:
     assert alone.shape == (len(rows), model.out_features)
     torch.testing.assert_close(padded, alone, atol=1e-6, rtol=0)
     torch.testing.assert_close(noisy, alone, atol=1e-6, rtol=0)
+
+
+def assert_rows_independent(model, rows: list[torch.Tensor]) -> None:
+    """Changing every real token of row 1 leaves row 0's features exactly as they were, and changes row 1's."""
+    ids, mask = pad_batch(rows, max(len(r) for r in rows))
+    other = ids.clone()
+    n = len(rows[1])
+    other[1, :n] = (other[1, :n] % (V - 1)) + 1  # every real token of row 1 changes
+    with torch.no_grad():
+        a, b = model(ids, mask), model(other, mask)
+    torch.testing.assert_close(b[0], a[0], atol=0, rtol=0)
+    assert not torch.allclose(b[1], a[1])
