@@ -7,9 +7,12 @@ CUDA only; CPU and MPS train in fp32.
 from __future__ import annotations
 
 import contextlib
+import platform
 import random
+from collections.abc import Iterator
 
 import torch
+from torch import nn
 
 from tinyformer.errors import UserError
 
@@ -51,3 +54,42 @@ def seed_everything(seed: int) -> None:
     """Seed Python's and torch's global generators (all devices)."""
     random.seed(seed)
     torch.manual_seed(seed)
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """Where `model`'s parameters live (tensors made for it go there)."""
+    return next(model.parameters()).device
+
+
+@contextlib.contextmanager
+def inference(model: nn.Module) -> Iterator[nn.Module]:
+    """Eval mode and no autograd inside; the model's training flag is restored afterwards, even on error."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield model
+    finally:
+        model.train(was_training)
+
+
+def machine() -> dict:
+    """What the figures were measured on, for `bench --json`."""
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {
+        "cpu": _cpu_name(),
+        "gpu": gpu,
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+        return f"{names[0]} ({len(names)} logical CPUs)"
+    except (OSError, IndexError):
+        return platform.processor() or platform.machine()

@@ -128,7 +128,7 @@ def chinese_maps():
 
 
 def test_chinese_labels_render_as_characters(tmp_path, recwarn):
-    from tinyformer.viz.fonts import find_cjk_font
+    from tinyformer.fonts import find_cjk_font
 
     if find_cjk_font() is None:
         pytest.skip("no CJK font installed: apt-get install -y fonts-noto-cjk (CI installs it)")
@@ -139,7 +139,7 @@ def test_chinese_labels_render_as_characters(tmp_path, recwarn):
 
 
 def test_without_a_cjk_font_one_line_says_how_to_get_one(tmp_path, monkeypatch, capsys):
-    from tinyformer.viz import fonts
+    from tinyformer import fonts
 
     monkeypatch.setattr(fonts, "find_cjk_font", lambda: None)
     monkeypatch.setattr(fonts, "_warned", False)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import resource
 import statistics
 import subprocess
@@ -23,6 +22,8 @@ import tempfile
 import time
 
 import torch
+
+from tinyformer.device import machine
 
 IMPLS = ("reference", "tinyformer", "tinyformer+ckpt")  # +ckpt: model.grad_checkpoint=true
 WARMUP = 5
@@ -93,28 +94,6 @@ def _spawn(impl: str, iters: int, data: str | None) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def machine() -> dict:
-    """What the figures were measured on, for `bench --json`."""
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {
-        "cpu": _cpu_name(),
-        "gpu": gpu,
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-    }
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-        return f"{names[0]} ({len(names)} logical CPUs)"
-    except (OSError, IndexError):
-        return platform.processor() or platform.machine()
-
-
 def matmul_peak_gflops(n: int = 2048, repeats: int = 10) -> float:
     """The machine's measured fp32 matmul rate: 2 n^3 FLOPs per (n x n) @ (n x n), best of `repeats`."""
     a, b = torch.randn(n, n), torch.randn(n, n)
@@ -150,7 +129,7 @@ def run_benchmark(iters: int = 40, repeats: int = 3, data: str | None = None) ->
         f"{c.model.n_head} heads, width {c.model.n_embd}, dropout {c.model.dropout}; "
         f"{iters} timed steps after {WARMUP} warm-up, {repeats} alternating repeats"
     )
-    print(f"machine: {_cpu_name()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}")
+    print(f"machine: {machine()['cpu']}, {torch.get_num_threads()} torch threads, torch {torch.__version__}")
     rows = []
     for _ in tqdm(range(repeats), desc="bench", unit="pair"):
         rows.append({impl: _spawn(impl, iters, data) for impl in IMPLS})

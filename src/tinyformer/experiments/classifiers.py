@@ -23,7 +23,9 @@ from pathlib import Path
 
 import torch
 
+from tinyformer.device import machine
 from tinyformer.experiments.runner import Cell, CellResult, markdown_table, run_cell
+from tinyformer.plots import pyplot
 from tinyformer.tasks.classify import TEST_JSON, ClassifyTask
 
 PROBE = "To be or not to [MASK]"
@@ -153,11 +155,7 @@ def mean_sd(xs: list[float]) -> str:
 
 
 def plot_accuracy_vs_params(rows: list[dict], majority: float, png: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8.5, 5), dpi=110)
     groups = {  # the Transformer cells share one size, so they are told apart by the legend, not by labels
         "transformer-pretrained": ("o", "tab:green", "Transformer, masked-LM init (one point per seed)"),
@@ -206,8 +204,6 @@ def write_report(mlm: CellResult, results: list[CellResult], folder: Path, quick
 
 
 def setup_text(task: ClassifyTask) -> str:
-    from tinyformer.bench.train import machine
-
     c, sizes = task.config, {name: len(s) for name, s in task.splits.items()}
     return (
         f"Machine: {machine()['cpu']}, {torch.get_num_threads()} threads, torch {torch.__version__}. "

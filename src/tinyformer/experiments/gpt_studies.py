@@ -20,7 +20,8 @@ from pathlib import Path
 
 import torch
 
-from tinyformer.experiments.runner import Cell, CellResult, markdown_table, plot_series, run_grid
+from tinyformer.experiments.runner import Cell, CellResult, markdown_table, run_grid
+from tinyformer.plots import plot_series
 
 # The base of every study: the CPU preset of `configs/gpt_cpu_quick.toml` (val ~1.65 in ~2 minutes on 2 cores).
 BASE = [

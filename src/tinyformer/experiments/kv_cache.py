@@ -19,10 +19,12 @@ from pathlib import Path
 
 import torch
 
+from tinyformer.device import machine
 from tinyformer.errors import UserError
-from tinyformer.experiments.runner import markdown_table, plot_series
+from tinyformer.experiments.runner import markdown_table
 from tinyformer.generate.sampling import generate
 from tinyformer.models.gpt import GPTConfig, MiniGPT
+from tinyformer.plots import plot_series
 
 MODELS = {  # name -> (config, contexts measured)
     "seed (0.8M)": (GPTConfig(vocab_size=65), [8, 16, 32, 64, 96, 128]),
@@ -109,8 +111,6 @@ def run(out: Path | None = None, quick: bool = False, data: str | None = None) -
 
 
 def write_report(folder: Path, results: dict[str, tuple[int, list[dict]]], n: int, repeats: int, quick: bool) -> Path:
-    import platform
-
     curves = {
         f"{name}: {w}": [(r["context"], r[w]) for r in rows]
         for name, (_, rows) in results.items()
@@ -124,7 +124,7 @@ def write_report(folder: Path, results: dict[str, tuple[int, list[dict]]], n: in
     parts = [
         f"# KV cache: generation time per token{note}",
         "",
-        f"Machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, "
+        f"Machine: {machine()['cpu']}, {torch.get_num_threads()} torch threads, "
         f"torch {torch.__version__}. Each figure is (median t(n) - median t(1)) / (n - 1) over {repeats} "
         f"alternating measurements, n = {n} new tokens (L - 1 for contexts L <= {n}) after a prompt of L - n: "
         "the cost of one more greedy token at contexts up to L, prefill excluded.",

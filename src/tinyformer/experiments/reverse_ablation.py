@@ -17,7 +17,8 @@ from pathlib import Path
 import torch
 
 from tinyformer.errors import UserError
-from tinyformer.experiments.runner import Cell, CellResult, markdown_table, plot_series, run_grid
+from tinyformer.experiments.runner import Cell, CellResult, markdown_table, run_grid
+from tinyformer.plots import plot_series
 from tinyformer.tasks.reverse import cross_alignment
 
 PROBE = "7 3 0 9 5 1 8"

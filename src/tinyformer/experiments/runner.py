@@ -8,7 +8,6 @@ the run folders (config, metrics.jsonl, weights) and writes its report.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,7 +51,7 @@ def run_cell(task: str, base: list[dict], extra: list[str], cell: Cell, folder: 
         result, _ = train_run(config, task_cls, run_dir, tokenizer, resume=bool(resume))
         if result.status != "finished":
             raise KeyboardInterrupt  # an interrupted cell stops the experiment; rerunning resumes it
-    rows = [json.loads(line) for line in (run_dir / ckpt.METRICS).read_text().splitlines() if line.strip()]
+    rows = ckpt.read_metrics(run_dir / ckpt.METRICS)
     return CellResult(cell, load_run(run_dir, weights="latest"), rows, reused)  # the model the curves end at
 
 
@@ -69,38 +68,3 @@ def markdown_table(header: list[str], rows: list[list]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell(x) for x in row) + " |" for row in rows]
     return "\n".join(lines)
-
-
-def plot_series(
-    curves: dict[str, list[tuple[float, float]]], png: Path, xlabel: str, ylabel: str, title: str, logy: bool = False
-) -> Path:
-    """Several named curves on one plot (the shared plot of a study); `logy` for values spanning decades."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9.5, 4.8), dpi=110)
-    colours = plt.get_cmap("tab20").colors
-    for i, (name, pts) in enumerate(curves.items()):
-        if pts:
-            style = ("o-", "s--", "^-.")[i % 3]  # colour and line style both vary: no two curves look alike
-            ax.plot(
-                *zip(*pts, strict=True),
-                style,
-                color=colours[(2 * i) % 20 + (i // 10)],
-                label=name,
-                markersize=3,
-                linewidth=1.2,
-            )
-    if logy:
-        ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    fig.savefig(png)
-    plt.close(fig)
-    return png

@@ -212,7 +212,7 @@ class ClassifyTask:
 
     def finish(self, model: nn.Module, run_dir: Path) -> dict:
         """Score the test split: test.json and confusion.png in the run folder, and a line printed."""
-        from tinyformer.viz.confusion import plot_confusion  # drawing happens after training, outside the chain
+        from tinyformer.plots import plot_confusion
 
         base = self.majority("test")
         r = self.score(model, "test") | {"n": len(self.splits["test"])}

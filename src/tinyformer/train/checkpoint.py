@@ -8,8 +8,6 @@ A missing or corrupt file is a `UserError` naming it.
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +16,7 @@ from safetensors.torch import load_model, save_model
 from torch import nn
 
 from tinyformer.errors import UserError
+from tinyformer.files import atomic_write
 
 CONFIG = "config.json"
 TOKENIZER = "tokenizer.json"
@@ -29,17 +28,16 @@ LOSS_PNG = "loss.png"
 SAMPLE = "sample.txt"
 
 
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """Call `write(tmp)` then rename tmp over `path`: readers never see half a file."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
-
-
 def save_json(path: Path, data: Any) -> None:
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     atomic_write(path, lambda t: t.write_text(text, encoding="utf-8"))
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """The rows of metrics.jsonl (none if the file does not exist yet)."""
+    if not Path(path).is_file():
+        return []
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
 def load_json(path: Path) -> Any:

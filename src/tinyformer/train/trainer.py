@@ -34,10 +34,11 @@ from torch import nn
 from tinyformer.config import TrainConfig
 from tinyformer.device import autocast, configure, pick_device
 from tinyformer.errors import UserError
+from tinyformer.files import atomic_write
+from tinyformer.plots import plot_losses
 from tinyformer.train import checkpoint as ckpt
 from tinyformer.train import distributed
 from tinyformer.train.distributed import World
-from tinyformer.train.plots import plot_losses, read_metrics
 from tinyformer.train.schedules import lr_at
 
 
@@ -282,7 +283,7 @@ class Trainer:
         }
         ckpt.save_weights(self.model, self.run_dir / ckpt.WEIGHTS)
         ckpt.save_state(state, self.run_dir / ckpt.STATE)
-        plot_losses(self.run_dir / ckpt.METRICS, self.run_dir / ckpt.LOSS_PNG, self.run_dir.name)
+        plot_losses(ckpt.read_metrics(self.run_dir / ckpt.METRICS), self.run_dir / ckpt.LOSS_PNG, self.run_dir.name)
 
     def _load(self) -> None:
         ckpt.load_weights(self.model, self.run_dir / ckpt.WEIGHTS)
@@ -296,9 +297,9 @@ class Trainer:
         self.train_seconds, self.tokens_seen = state["train_seconds"], state["tokens_seen"]
         if not self.world.main:
             return
-        rows = [r for r in read_metrics(self.run_dir / ckpt.METRICS) if r["step"] <= self.step]
+        rows = [r for r in ckpt.read_metrics(self.run_dir / ckpt.METRICS) if r["step"] <= self.step]
         text = "".join(json.dumps(r) + "\n" for r in rows)  # drop rows past the checkpoint
-        ckpt.atomic_write(self.run_dir / ckpt.METRICS, lambda t: t.write_text(text))
+        atomic_write(self.run_dir / ckpt.METRICS, lambda t: t.write_text(text))
 
     # ---- signals and progress ---------------------------------------------------
     @contextlib.contextmanager

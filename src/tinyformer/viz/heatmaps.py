@@ -15,18 +15,10 @@ from pathlib import Path
 import torch
 
 from tinyformer.errors import UserError
+from tinyformer.fonts import use_fonts_for
+from tinyformer.plots import pyplot
 from tinyformer.viz.capture import AttentionMaps
-from tinyformer.viz.fonts import use_fonts_for
 from tinyformer.viz.roles import HeadRoles
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _save(fig, stem: Path) -> list[Path]:
@@ -36,7 +28,7 @@ def _save(fig, stem: Path) -> list[Path]:
     for p in paths:
         fig.savefig(p, dpi=130 if p.suffix == ".png" else None, bbox_inches="tight")
         fig.set_layout_engine("none")  # the layout is settled: don't solve it again for the SVG
-    _pyplot().close(fig)
+    pyplot().close(fig)
     return paths
 
 
@@ -58,7 +50,7 @@ def plot_head(maps: AttentionMaps, layer: int, head: int, stem: Path, row: int =
     check_index("head", head, maps.n_heads)
     q, k = maps.query_tokens[row], maps.key_tokens[row]
     use_fonts_for(q + k)
-    plt = _pyplot()
+    plt = pyplot()
     side = max(4.0, 0.32 * max(len(q), len(k)) + 2)
     fig, ax = plt.subplots(figsize=(side + 1, side))
     im = _matrix(ax, maps.head(layer, head, row), q, k)
@@ -79,7 +71,7 @@ def plot_layer(maps: AttentionMaps, layer: int, stem: Path, row: int = 0) -> lis
     check_index("layer", layer, maps.n_layers)
     q, k = maps.query_tokens[row], maps.key_tokens[row]
     use_fonts_for(q + k)
-    plt = _pyplot()
+    plt = pyplot()
     rows, cols = grid_shape(maps.n_heads)
     cell = max(2.6, 0.16 * max(len(q), len(k)) + 1.2)
     size = (cell * cols + 1, cell * rows + 0.6)
@@ -118,7 +110,7 @@ def _layer_head_axes(ax, L: int, H: int) -> None:
 def plot_flow_to(maps: AttentionMaps, token: str, stem: Path, row: int = 0) -> list[Path]:
     m = flow_to(maps, token, row)
     use_fonts_for([token])
-    plt = _pyplot()
+    plt = pyplot()
     L, H = m.shape
     fig, ax = plt.subplots(figsize=(0.55 * H + 2.5, 0.45 * L + 1.8))
     im = ax.imshow(m.numpy(), cmap="magma", vmin=0.0, aspect="auto")
@@ -154,7 +146,7 @@ def plot_roles(roles: HeadRoles, stem: Path, title: str = "") -> list[Path]:
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
-    plt = _pyplot()
+    plt = pyplot()
     names = list(ROLE_COLOURS)
     L, H = len(roles.dominant), len(roles.dominant[0])
     idx = torch.tensor([[names.index(r) for r in layer] for layer in roles.dominant])
