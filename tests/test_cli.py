@@ -172,17 +172,19 @@ def test_context_flags_are_checked_against_the_run(trained, capsys):
 
 
 def test_ntk_flag_scales_the_rope_base_for_the_requested_context():
-    from types import SimpleNamespace
-
-    from tinyformer.cli import context_window
+    from tinyformer.config import RunConfig
+    from tinyformer.data.tokenizers import CharTokenizer
     from tinyformer.models.gpt import GPTConfig, MiniGPT
+    from tinyformer.tasks import GPTTask
 
-    cfg = GPTConfig(vocab_size=11, block_size=16, n_layer=1, n_head=2, n_embd=16, positions="rope")
-    run = SimpleNamespace(config=SimpleNamespace(model=cfg), model=MiniGPT(cfg))
-    assert context_window(run, 64, ntk=False) == 64 and run.model.rope.alpha == 1.0
-    assert context_window(run, 64, ntk=True) == 64 and run.model.rope.alpha == 4.0
+    cfg = GPTConfig(vocab_size=3, block_size=16, n_layer=1, n_head=2, n_embd=16, positions="rope")
+    task, model = GPTTask(RunConfig(task="gpt", model=cfg), CharTokenizer(list("ab\n"))), MiniGPT(cfg)
+    task.predict(model, context=64, tokens=2)
+    assert model.rope.alpha == 1.0
+    task.predict(model, context=64, ntk=True, tokens=2)
+    assert model.rope.alpha == 4.0
     with pytest.raises(UserError, match="give a longer --context"):
-        context_window(run, 16, ntk=True)
+        task.predict(model, context=16, ntk=True, tokens=2)
 
 
 @pytest.mark.slow
@@ -359,6 +361,8 @@ def test_reverse_user_errors(reversal_run, capsys, trained):
     assert "only hold the digits 0-9 separated by spaces; got '7x'" in user_error(capsys, "translate", run, "7x 3")
     assert "has 13 digits; this model takes at most 12" in user_error(capsys, "translate", run, " ".join("1" * 13))
     assert "the input is empty" in user_error(capsys, "translate", run, "  ")
-    assert "needs a `train reverse` run" in user_error(capsys, "eval", str(trained))
+    assert "--n does not apply to a 'gpt' run" in user_error(capsys, "eval", str(trained), "--n", "5")
+    assert "--data does not apply to a 'reverse' run" in user_error(capsys, "eval", run, "--data", "x.txt")
     assert "needs an encoder-decoder run" in user_error(capsys, "viz", "cross-attention", str(trained), "1 2")
-    assert "sample continues text from a `train gpt` run" in user_error(capsys, "sample", run)
+    err = user_error(capsys, "sample", run)
+    assert "sample needs a `train gpt` run; its command is `tinyformer translate`" in err

@@ -1,76 +1,79 @@
 """tinyformer: a from-scratch Transformer lab in PyTorch.
 
-Importing the package stays light: submodules load torch, and plotting or
-TensorBoard are imported only inside the functions that use them.
+`import tinyformer` is light: every public name below is imported on first use (PEP 562), so
+importing the package, or reading its version, does not load torch; the first name used does.
 """
 
-from tinyformer.attention.masks import causal as causal_mask
-from tinyformer.attention.multihead import MultiHeadAttention, attend
-from tinyformer.config import DataConfig, RunConfig, SampleConfig, TrainConfig
-from tinyformer.data.subword import SubwordTokenizer
-from tinyformer.data.tokenizers import CharTokenizer
-from tinyformer.errors import UserError
-from tinyformer.generate.decoding import beam_search, greedy_decode
-from tinyformer.generate.sampling import generate, generate_text
-from tinyformer.models.bert import BertConfig, BertEncoder, BertForMaskedLM, load_hf_bert
-from tinyformer.models.classifier import ClassifierConfig, TextClassifier
-from tinyformer.models.cnn import TextCNN
-from tinyformer.models.gpt import GPTConfig, MiniGPT, param_breakdown, param_count
-from tinyformer.models.outputs import EncoderOutput, ModelOutput, Seq2SeqOutput
-from tinyformer.models.rnn import RNNEncoder
-from tinyformer.models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer, build_seq2seq
-from tinyformer.runs import Run, load_run
-from tinyformer.tasks import TASKS, ClassifyTask, GPTTask, MLMTask, ReverseTask
-from tinyformer.train.trainer import FitResult, Trainer
-from tinyformer.viz.capture import AttentionMaps, capture_attention
-from tinyformer.viz.roles import HeadRoles, head_roles
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "TASKS",
-    "AttentionMaps",
-    "BertConfig",
-    "BertEncoder",
-    "BertForMaskedLM",
-    "ClassifierConfig",
-    "ClassifyTask",
-    "MLMTask",
-    "RNNEncoder",
-    "SubwordTokenizer",
-    "TextClassifier",
-    "TextCNN",
-    "EncoderOutput",
-    "HeadRoles",
-    "capture_attention",
-    "head_roles",
-    "load_hf_bert",
-    "ReverseTask",
-    "beam_search",
-    "greedy_decode",
-    "Seq2SeqConfig",
-    "Seq2SeqOutput",
-    "Seq2SeqTransformer",
-    "build_seq2seq",
-    "CharTokenizer",
-    "DataConfig",
-    "FitResult",
-    "GPTConfig",
-    "GPTTask",
-    "MiniGPT",
-    "ModelOutput",
-    "MultiHeadAttention",
-    "Run",
-    "RunConfig",
-    "SampleConfig",
-    "TrainConfig",
-    "Trainer",
-    "UserError",
-    "attend",
-    "causal_mask",
-    "generate",
-    "generate_text",
-    "load_run",
-    "param_breakdown",
-    "param_count",
-]
+_PUBLIC = {  # name -> (module, attribute)
+    "attend": ("tinyformer.attention.multihead", "attend"),
+    "AttentionMaps": ("tinyformer.viz.capture", "AttentionMaps"),
+    "AttentionPart": ("tinyformer.models.outputs", "AttentionPart"),
+    "beam_search": ("tinyformer.generate.decoding", "beam_search"),
+    "BertConfig": ("tinyformer.models.bert", "BertConfig"),
+    "BertEncoder": ("tinyformer.models.bert", "BertEncoder"),
+    "BertForMaskedLM": ("tinyformer.models.bert", "BertForMaskedLM"),
+    "build_seq2seq": ("tinyformer.models.seq2seq", "build_seq2seq"),
+    "capture_attention": ("tinyformer.viz.capture", "capture_attention"),
+    "causal_mask": ("tinyformer.attention.masks", "causal"),
+    "CharTokenizer": ("tinyformer.data.tokenizers", "CharTokenizer"),
+    "ClassifierConfig": ("tinyformer.models.classifier", "ClassifierConfig"),
+    "ClassifyTask": ("tinyformer.tasks", "ClassifyTask"),
+    "DataConfig": ("tinyformer.config", "DataConfig"),
+    "EncoderOutput": ("tinyformer.models.outputs", "EncoderOutput"),
+    "FitResult": ("tinyformer.train.trainer", "FitResult"),
+    "generate": ("tinyformer.generate.sampling", "generate"),
+    "generate_text": ("tinyformer.generate.sampling", "generate_text"),
+    "GPTConfig": ("tinyformer.models.gpt", "GPTConfig"),
+    "GPTTask": ("tinyformer.tasks", "GPTTask"),
+    "greedy_decode": ("tinyformer.generate.decoding", "greedy_decode"),
+    "head_roles": ("tinyformer.viz.roles", "head_roles"),
+    "HeadRoles": ("tinyformer.viz.roles", "HeadRoles"),
+    "inference": ("tinyformer.device", "inference"),
+    "load_hf_bert": ("tinyformer.models.bert", "load_hf_bert"),
+    "load_run": ("tinyformer.runs", "load_run"),
+    "MiniGPT": ("tinyformer.models.gpt", "MiniGPT"),
+    "MLMTask": ("tinyformer.tasks", "MLMTask"),
+    "ModelOutput": ("tinyformer.models.outputs", "ModelOutput"),
+    "MultiHeadAttention": ("tinyformer.attention.multihead", "MultiHeadAttention"),
+    "param_breakdown": ("tinyformer.models.gpt", "param_breakdown"),
+    "param_count": ("tinyformer.models.gpt", "param_count"),
+    "register": ("tinyformer.tasks", "register"),
+    "ReverseTask": ("tinyformer.tasks", "ReverseTask"),
+    "RNNEncoder": ("tinyformer.models.rnn", "RNNEncoder"),
+    "Run": ("tinyformer.runs", "Run"),
+    "RunConfig": ("tinyformer.config", "RunConfig"),
+    "SampleConfig": ("tinyformer.config", "SampleConfig"),
+    "Seq2SeqConfig": ("tinyformer.models.seq2seq", "Seq2SeqConfig"),
+    "Seq2SeqOutput": ("tinyformer.models.outputs", "Seq2SeqOutput"),
+    "Seq2SeqTransformer": ("tinyformer.models.seq2seq", "Seq2SeqTransformer"),
+    "SubwordTokenizer": ("tinyformer.data.subword", "SubwordTokenizer"),
+    "Task": ("tinyformer.tasks", "Task"),
+    "TASKS": ("tinyformer.tasks", "TASKS"),
+    "TextClassifier": ("tinyformer.models.classifier", "TextClassifier"),
+    "TextCNN": ("tinyformer.models.cnn", "TextCNN"),
+    "TrainConfig": ("tinyformer.config", "TrainConfig"),
+    "Trainer": ("tinyformer.train.trainer", "Trainer"),
+    "UserError": ("tinyformer.errors", "UserError"),
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'tinyformer' has no attribute {name!r}")
+    module, attribute = _PUBLIC[name]
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value  # imported once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_PUBLIC])

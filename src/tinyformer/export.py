@@ -27,6 +27,8 @@ from tinyformer.models.gpt import MiniGPT
 
 
 def check_exportable(model: MiniGPT) -> None:
+    if not isinstance(model, MiniGPT):
+        raise UserError(f"export hf writes GPT-2, from a MiniGPT run; this run's model is a {type(model).__name__}")
     c = model.config
     if c.positions != "learned":
         raise UserError(

@@ -69,7 +69,7 @@ def test_eval_mlm_scores_the_whole_held_out_split(mlm_run, capsys):
     from tinyformer.tasks.mlm import MLMTask
 
     run = load_run(mlm_run)
-    task = MLMTask(run.config, run.tokenizer)
+    task = MLMTask.prepare(run.config, run.tokenizer)
     assert main(["eval", str(mlm_run)]) == 0
     masked = int(capsys.readouterr().out.split(" masked tokens")[0].split()[-1].replace(",", ""))
     held_out_pieces = task.val_batch[0].numel() - 2 * len(task.val_batch[0])  # every window but [CLS] and [SEP]
@@ -136,19 +136,19 @@ def test_pretrained_init_copies_the_masked_lm_encoder(mlm_run, tmp_path):
     data = labelled_csv(tmp_path / "t.csv")
     overrides = ["model.n_layer=1", "data.max_len=24", *TINY_BERT[1:], f"model.init_from={json.dumps(str(mlm_run))}"]
     config, task_cls, _, _ = prepare_run("classify", [], [f"data.path={json.dumps(str(data))}", *overrides])
-    task = ClassifyTask(config)
+    task = ClassifyTask.prepare(config)
     assert task.tokenizer.vocab_size == SubwordTokenizer.load(mlm_run / "tokenizer.json").vocab_size
-    model = task_cls.build_model(config.model)
+    model = task.build_model()
     task.init_model(model, load_run(mlm_run))
     mlm = load_file(mlm_run / "best.safetensors")
     for name, p in model.encoder.state_dict().items():
         assert torch.equal(p, mlm[f"bert.{name}"]), name
-    config.model.n_embd = 32  # a size that does not match the masked-LM run
+    task.config.model.n_embd = 32  # a size that does not match the masked-LM run
     with pytest.raises(UserError, match="n_embd"):
-        task.init_model(task_cls.build_model(config.model), load_run(mlm_run))
-    config.model.n_embd, config.data.max_len = 16, 32  # longer than the windows the masked LM was trained on
+        task.init_model(task.build_model(), load_run(mlm_run))
+    task.config.model.n_embd, task.config.data.max_len = 16, 32  # longer than the masked LM's training windows
     with pytest.raises(UserError, match="never trained"):
-        task.init_model(task_cls.build_model(config.model), load_run(mlm_run))
+        task.init_model(task.build_model(), load_run(mlm_run))
 
 
 def test_finish_scores_the_best_validation_weights(tmp_path, monkeypatch):

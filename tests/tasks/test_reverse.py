@@ -19,7 +19,7 @@ def test_trim_drops_only_columns_that_are_padding_everywhere():
 
 def test_batches_are_teacher_forced_shifts():
     cfg = RunConfig(task="reverse", model=Seq2SeqConfig(), data=ReversalConfig(n_train=100, n_val=10))
-    src, tgt_in, labels = ReverseTask(cfg).train_batch(8, torch.Generator().manual_seed(0))
+    src, tgt_in, labels = ReverseTask.prepare(cfg).train_batch(8, torch.Generator().manual_seed(0))
     assert torch.all(tgt_in[:, 0] == 1)
     assert torch.equal(tgt_in[:, 1:], labels[:, :-1])
     assert torch.all((labels == EOS).sum(1) == 1)
@@ -46,8 +46,8 @@ def small_run(tmp_path, impl="tinyformer", steps=800):
     )
     cfg = RunConfig(task="reverse", model=model, data=data, train=train)
     seed_everything(0)
-    task = ReverseTask(cfg)
-    model = ReverseTask.build_model(cfg.model)
+    task = ReverseTask.prepare(cfg)
+    model = task.build_model()
     return task, model, Trainer(model, task, cfg.train, tmp_path, progress=False)
 
 

@@ -17,6 +17,8 @@ from tinyformer.train.trainer import Trainer
 class FixedBatch:
     """A task that always trains on the same batch (and evaluates on it)."""
 
+    select = "loss"
+
     def __init__(self, x, y):
         self.x, self.y = x, y
 
@@ -26,7 +28,7 @@ class FixedBatch:
     def training_step(self, model, batch):
         return model(*batch).loss, {}
 
-    def evaluate(self, model, iters, batch_size, generator):
+    def evaluate(self, model):
         return {"loss": model(self.x, self.y).loss.item()}
 
     def batch_tokens(self, batch):
@@ -47,9 +49,8 @@ def test_trainer_overfits_one_batch(tmp_path):
 def make_trainer(text_file, run_dir, resume=False, dropout=0.1, **train):
     cfg = tiny_run_config(text_file, dropout, **train)
     seed_everything(cfg.train.seed)
-    task = GPTTask(cfg)
-    model = GPTTask.build_model(cfg.model)
-    return Trainer(model, task, cfg.train, run_dir, resume=resume, progress=False)
+    task = GPTTask.prepare(cfg)
+    return Trainer(task.build_model(), task, cfg.train, run_dir, resume=resume, progress=False)
 
 
 def weights(trainer):
@@ -87,8 +88,8 @@ def test_sigint_saves_a_checkpoint_that_resumes_exactly(text_file, tmp_path):
     cfg = tiny_run_config(text_file)
     seed_everything(cfg.train.seed)
     SignalAt.calls = 0
-    task = SignalAt(cfg)
-    t = Trainer(GPTTask.build_model(cfg.model), task, cfg.train, tmp_path / "sig", progress=False)
+    task = SignalAt.prepare(cfg)
+    t = Trainer(task.build_model(), task, cfg.train, tmp_path / "sig", progress=False)
     before = signal.getsignal(signal.SIGINT)  # default_int_handler, or SIG_IGN under nohup / CI
     result = t.fit()
     assert result.status == "interrupted" and result.step == 3  # the step in flight was finished
@@ -116,7 +117,7 @@ class ScriptedVal(GPTTask):
 
     script = [3.0, 1.0, 2.0]
 
-    def evaluate(self, model, iters, batch_size, generator):
+    def evaluate(self, model):
         self.snapshots = getattr(self, "snapshots", []) + [{k: v.clone() for k, v in model.state_dict().items()}]
         return {"loss": self.script[len(self.snapshots) - 1]}
 
@@ -124,13 +125,13 @@ class ScriptedVal(GPTTask):
 def test_best_checkpoint_is_kept_apart_from_the_latest(text_file, tmp_path):
     cfg = tiny_run_config(text_file)  # 12 steps, evaluations at 4, 8, 12
     seed_everything(cfg.train.seed)
-    task = ScriptedVal(cfg)
-    t = Trainer(GPTTask.build_model(cfg.model), task, cfg.train, tmp_path, progress=False)
+    task = ScriptedVal.prepare(cfg)
+    t = Trainer(task.build_model(), task, cfg.train, tmp_path, progress=False)
     assert t.fit().best_val == 1.0
-    best = GPTTask.build_model(cfg.model)
+    best = task.build_model()
     ckpt.load_weights(best, tmp_path / ckpt.BEST)
     assert all(torch.equal(best.state_dict()[k], task.snapshots[1][k]) for k in task.snapshots[1])
-    latest = GPTTask.build_model(cfg.model)
+    latest = task.build_model()
     ckpt.load_weights(latest, tmp_path / ckpt.WEIGHTS)
     assert all(torch.equal(latest.state_dict()[k], task.snapshots[2][k]) for k in task.snapshots[2])
     rows = [json.loads(line) for line in (tmp_path / ckpt.METRICS).read_text().splitlines()]

@@ -48,7 +48,7 @@ def test_capture_minigpt_is_causal_with_character_labels():
     assert torch.all(w.triu(1) == 0)
     torch.testing.assert_close(w.sum(-1), torch.ones(2, 10))
     assert model.training  # capture restores the mode it found
-    with pytest.raises(UserError, match="more than the model's block size 16"):
+    with pytest.raises(UserError, match="learned positions stop at block_size=16"):
         capture_attention(model, "a" * 17, tok)
 
 
@@ -150,11 +150,12 @@ def test_without_a_cjk_font_one_line_says_how_to_get_one(tmp_path, monkeypatch, 
 
 
 def test_encoder_decoder_capture_gives_all_three_attentions(tmp_path):
+    from tinyformer.data.reversal import DigitTokenizer
     from tinyformer.models.seq2seq import Seq2SeqConfig, build_seq2seq
 
     torch.manual_seed(0)
     model = build_seq2seq(Seq2SeqConfig(d_model=32, n_head=4, d_ff=64, dropout=0.0))
-    labels = ["PAD", "BOS", "EOS", *"0123456789"]
+    labels = DigitTokenizer()  # PAD BOS EOS 0-9
     src = torch.tensor([[10, 6, 3, 12, 8, 2, 0, 0]])  # 7 3 0 9 5 EOS PAD PAD
     tgt = torch.tensor([[1, 8, 12, 3, 6, 10]])  # BOS 5 9 0 3 7
     cross = capture_attention(model, (src, tgt), labels, part="cross")

@@ -18,24 +18,16 @@ SENTENCE = "the old man saw the small bird with his new telescope from the top o
 
 
 def _views(maps, out: Path) -> dict:
-    """Render everything once -> {view: seconds}."""
-    from tinyformer.viz import heatmaps as hm
-    from tinyformer.viz.html import write_explorer
-    from tinyformer.viz.report import write_report
-    from tinyformer.viz.roles import head_roles
+    """Render every registered view once (the last layer; the flow to "bird") -> {view: seconds}."""
+    from tinyformer.viz.views import VIEWS, ViewRequest
 
-    steps = {
-        "one head": lambda: hm.plot_head(maps, 11, 0, out / "head"),
-        "all heads, every layer (12 grids)": lambda: [hm.plot_layer(maps, l, out / f"l{l}") for l in range(12)],
-        "flow to one token": lambda: hm.plot_flow_to(maps, "bird", out / "flow"),
-        "head roles (scores + figure)": lambda: hm.plot_roles(head_roles(maps), out / "roles"),
-        "HTML explorer": lambda: write_explorer(maps, out / "a.html"),
-        "report (5 figures + table)": lambda: write_report(maps, head_roles(maps), out / "report", "bird"),
-    }
-    times = {}
-    for name, step in steps.items():
+    r = ViewRequest(out, "bench", layer=maps.n_layers - 1, flow_to="bird", html=out / "a.html", report=out / "report")
+    t0 = time.perf_counter()
+    r.check(maps)  # validates the request and scores every head's role
+    times = {"head-role scores": time.perf_counter() - t0}
+    for name, view in VIEWS.items():
         t0 = time.perf_counter()
-        step()
+        view(maps, r)
         times[name] = time.perf_counter() - t0
     return times
 

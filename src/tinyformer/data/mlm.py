@@ -17,8 +17,7 @@ from __future__ import annotations
 import torch
 
 from tinyformer.data.subword import CLS_ID, MASK_ID, SEP_ID
-
-IGNORE = -100  # label of a position the loss skips (F.cross_entropy's default ignore_index)
+from tinyformer.data.tokenizers import IGNORE
 
 
 def mask_tokens(

@@ -89,6 +89,10 @@ class DigitTokenizer:
             raise UserError(f"the input has {len(parts)} digits; this model takes at most {max_len}")
         return torch.tensor([[int(p) + DIGIT0 for p in parts] + [EOS]])
 
+    def convert_ids_to_tokens(self, ids: list[int]) -> list[str]:
+        """The label of every id ("PAD", "BOS", "EOS", "0"-"9"), for plots."""
+        return [LABELS[i] for i in ids]
+
     def decode(self, ids: torch.Tensor | list[int]) -> str:
         """Digits up to the first EOS, as "5 9 0 3 7"."""
         ids = ids.tolist() if isinstance(ids, torch.Tensor) else ids

@@ -13,6 +13,8 @@ import torch
 
 from tinyformer.errors import UserError
 
+IGNORE = -100  # the label of a position that no loss counts (cross-entropy's ignore_index)
+
 
 class CharTokenizer:
     def __init__(self, chars: list[str]) -> None:
@@ -45,6 +47,20 @@ class CharTokenizer:
             ids = ids.tolist()
         return "".join(self.chars[i] for i in ids)
 
+    def batch(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Texts -> ids (B, T) padded at the end with id 0, and the mask (B, T), 1 = real, 0 = padding."""
+        rows = [self.encode(t) for t in texts]
+        width = max(len(r) for r in rows)
+        ids = torch.zeros((len(rows), width), dtype=torch.long)  # (B, T)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)  # (B, T)
+        for i, r in enumerate(rows):
+            ids[i, : len(r)], mask[i, : len(r)] = torch.tensor(r, dtype=torch.long), 1
+        return ids, mask
+
+    def convert_ids_to_tokens(self, ids: list[int]) -> list[str]:
+        """A visible label per id for plots (newline, space and tab would vanish on an axis)."""
+        return [show_char(self.chars[i]) for i in ids]
+
     def to_dict(self) -> dict:
         return {"type": "char", "chars": self.chars}
 
@@ -57,3 +73,8 @@ class CharTokenizer:
         if data.get("type") != "char":
             raise UserError(f"{path} is not a character tokenizer (type={data.get('type')!r})")
         return cls(data["chars"])
+
+
+def show_char(ch: str) -> str:
+    """A visible label for a character token."""
+    return {"\n": "↵", " ": "␣", "\t": "⇥"}.get(ch, ch)

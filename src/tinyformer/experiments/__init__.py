@@ -1,1 +1,19 @@
-"""Experiments: named grids of config overrides, trained (or reused) and written up as reports."""
+"""Experiments: named grids of config overrides, trained (or reused) and written up as reports.
+
+`EXPERIMENTS` is the one registry `tinyformer experiment NAME` reads: each entry is a function
+`(out folder or None, quick=, data=) -> report path`. Adding a study is a module and one line here.
+"""
+
+from collections.abc import Callable
+from pathlib import Path
+
+from tinyformer.experiments import classifiers, gpt_studies, kv_cache, reverse_ablation
+
+EXPERIMENTS: dict[str, Callable[..., Path]] = {
+    "ablation": gpt_studies.ablation,  # MiniGPT depth, heads, causal mask
+    "scale": gpt_studies.scale,  # deeper and wider at the same steps; Chinchilla
+    "positions": gpt_studies.positions,  # learned / sinusoidal / RoPE (+NTK) past the trained context
+    "kv-cache": kv_cache.run,  # per-token generation cost with and without the cache
+    "reverse-ablation": reverse_ablation.run,  # the encoder-decoder chapter's exercises
+    "classifiers": classifiers.run,  # Transformer vs TextCNN vs RNN family; what pretraining buys
+}

@@ -20,8 +20,10 @@ from pathlib import Path
 
 import torch
 
+from tinyformer.device import inference
 from tinyformer.experiments.runner import Cell, CellResult, markdown_table, run_grid
 from tinyformer.plots import plot_series
+from tinyformer.tasks.gpt import text_loss
 
 # The base of every study: the CPU preset of `configs/gpt_cpu_quick.toml` (val ~1.65 in ~2 minutes on 2 cores).
 BASE = [
@@ -62,19 +64,6 @@ def sample_text(r: CellResult, n: int = SAMPLE_CHARS) -> str:
 
 
 @torch.no_grad()
-def text_loss(model: torch.nn.Module, tokenizer, text: str) -> float:
-    """Mean next-character cross-entropy of `text` under a causal model, in windows of its block size."""
-    ids = torch.tensor(tokenizer.encode(text))
-    T = model.config.block_size
-    total, count = 0.0, 0
-    for s in range(0, len(ids) - 1, T):
-        chunk = ids[s : s + T + 1][None]  # (1, <= T + 1)
-        loss = model(chunk[:, :-1], chunk[:, 1:]).loss
-        total, count = total + loss.item() * (chunk.size(1) - 1), count + chunk.size(1) - 1
-    return total / count
-
-
-@torch.no_grad()
 def val_loss_at(r: CellResult, context: int, batches: int, batch_size: int = 8) -> float:
     """Mean val loss over fixed, seeded windows of `context` tokens (every position of each window counts)."""
     from tinyformer.data.tinyshakespeare import TokenSplits, read_text, resolve_path
@@ -83,8 +72,8 @@ def val_loss_at(r: CellResult, context: int, batches: int, batch_size: int = 8) 
     ids = torch.tensor(r.run.tokenizer.encode(text))
     splits = TokenSplits(ids, r.run.config.data.val_fraction, context)
     g = torch.Generator().manual_seed(0)
-    model = r.run.model.eval()
-    return sum(model(*splits.batch("val", batch_size, g)).loss.item() for _ in range(batches)) / batches
+    with inference(r.run.model) as model:
+        return sum(model(*splits.batch("val", batch_size, g)).loss.item() for _ in range(batches)) / batches
 
 
 def best_val(r: CellResult) -> float:
@@ -128,7 +117,8 @@ def ablation(out: Path | None = None, quick: bool = False, data: str | None = No
     curves = {r.cell.name: r.series("val", "loss") for r in results}
     plot_series(curves, folder / "val_loss.png", "step", "val loss (teacher-forced)", "Ablation: val loss")
     samples = {r.cell.name: sample_text(r) for r in results}
-    judged = {n: text_loss(base.run.model, base.run.tokenizer, s) for n, s in samples.items()}
+    ids = {n: torch.tensor(base.run.tokenizer.encode(s)) for n, s in samples.items()}
+    judged = {n: text_loss(base.run.model, x) for n, x in ids.items()}
     rows = [
         [r.cell.name, r.cell.about, params(r), best_val(r), judged[r.cell.name], f"{r.run.state['train_seconds']:.0f}"]
         for r in results
@@ -285,7 +275,8 @@ def positions(out: Path | None = None, quick: bool = False, data: str | None = N
     table: dict[str, list[float | None]] = {}
     for r in results:
         kind = r.cell.name
-        table[kind] = [None if kind == "learned" and L > trained else val_loss_at(r, L, batches) for L in contexts]
+        limit = r.run.model.max_context or math.inf  # learned positions stop at the trained context
+        table[kind] = [None if L > limit else val_loss_at(r, L, batches) for L in contexts]
         if kind == "rope":
             table["rope + NTK"] = []
             for L in contexts:
@@ -338,6 +329,3 @@ def positions_summary(table: dict[str, list[float | None]], contexts: list[int])
         f"At the trained context the lowest val loss is {first}'s ({table[first][0]:.3f}). Past it, learned "
         f"positions have no vector to add and cannot run; the others can, and their loss moves: {moves}."
     )
-
-
-STUDIES = {"ablation": ablation, "scale": scale, "positions": positions}

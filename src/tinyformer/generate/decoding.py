@@ -18,12 +18,12 @@ still running at max_new also offer their alive beams. With beam = 1 this is gre
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from tinyformer.device import inference
 
 NEG_INF = float("-inf")
 
@@ -42,24 +42,12 @@ def _budget(model: nn.Module, max_new: int | None) -> int:
     return steps
 
 
-@contextlib.contextmanager
-def _inference(model: nn.Module) -> Iterator[None]:
-    """Eval mode and no autograd inside; the model's training flag is restored afterwards, even on error."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            yield
-    finally:
-        model.train(was_training)
-
-
 def greedy_decode(
     model: nn.Module, src: torch.Tensor, *, bos_id: int, eos_id: int, pad_id: int, max_new: int | None = None
 ) -> torch.Tensor:
     """src (B, S) -> (B, L): the argmax token at every step, all rows together, until every row has emitted EOS."""
     steps = _budget(model, max_new)
-    with _inference(model):
+    with inference(model):
         enc = model.encode(src)
         seq = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1): BOS
         done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)  # (B,): EOS already emitted
@@ -154,7 +142,7 @@ def beam_search(
     if beam < 1 or alpha < 0:
         raise ValueError(f"beam={beam} must be >= 1 and alpha={alpha} must be >= 0")
     steps, (B, K), dev = _budget(model, max_new), (src.size(0), beam), src.device
-    with _inference(model):
+    with inference(model):
         e = model.encode(src)
         enc = e.memory.repeat_interleave(K, dim=0), e.src_valid.repeat_interleave(K, dim=0)  # (B*K, S, D), (B*K, S)
         seqs = torch.full((B, K, 1), bos_id, dtype=torch.long, device=dev)  # (B, K, 1): BOS

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from tinyformer.config import SampleConfig
+from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
 
 
@@ -50,7 +51,6 @@ def next_token(
     return torch.multinomial(probs, 1, generator=generator)  # (B, 1)
 
 
-@torch.no_grad()
 def generate(
     model: nn.Module,
     idx: torch.Tensor,
@@ -64,15 +64,13 @@ def generate(
     window: int | None = None,
 ) -> torch.Tensor:
     """idx (B, T0) -> (B, T0 + max_new_tokens); each step sees at most `window` (default block_size) tokens."""
-    window = window or model.config.block_size
+    window = model.check_context(window or model.config.block_size)
     use_cache = use_cache and model.config.causal  # without the mask, earlier keys change as text grows
-    was_training = model.training
-    model.eval()
-    step = _cached_steps(model, idx, window) if use_cache else _naive_steps(model, window)
-    for _ in range(max_new_tokens):
-        logits = step(idx)  # (B, V): the next-token logits after the last token of idx
-        idx = torch.cat([idx, next_token(logits, temperature, top_k, top_p, generator)], dim=1)
-    model.train(was_training)
+    with inference(model):
+        step = _cached_steps(model, idx, window) if use_cache else _naive_steps(model, window)
+        for _ in range(max_new_tokens):
+            logits = step(idx)  # (B, V): the next-token logits after the last token of idx
+            idx = torch.cat([idx, next_token(logits, temperature, top_k, top_p, generator)], dim=1)
     return idx
 
 
@@ -104,7 +102,7 @@ def generate_text(
     """`s.prompt` followed by `s.tokens` sampled tokens, seeded by `s.seed`."""
     if not s.prompt:
         raise UserError("the prompt is empty; give at least one character (e.g. --prompt $'\\n')")
-    device = next(model.parameters()).device
+    device = model_device(model)
     idx = torch.tensor([tokenizer.encode(s.prompt)], dtype=torch.long, device=device)  # (1, T0)
     g = torch.Generator(device=device).manual_seed(s.seed)
     out = generate(

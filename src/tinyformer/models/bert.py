@@ -34,11 +34,11 @@ from tinyformer.attention import masks
 from tinyformer.attention.multihead import BACKENDS
 from tinyformer.attention.positions import Rotary
 from tinyformer.config import check_fields
-from tinyformer.data.mlm import IGNORE
+from tinyformer.data.tokenizers import IGNORE
 from tinyformer.errors import UserError
 from tinyformer.layers.blocks import TransformerBlock
 from tinyformer.layers.init import normal_init
-from tinyformer.models.outputs import EncoderOutput, ModelOutput
+from tinyformer.models.outputs import AttentionPart, EncoderOutput, ModelOutput
 
 BERT_POSITIONS = ("learned", "rope")
 
@@ -84,6 +84,8 @@ class BertConfig:
 
 
 class BertEncoder(nn.Module):
+    attention_names = ("self",)  # what `attention_parts` returns, for the views
+
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         if config.vocab_size <= 0:
@@ -144,9 +146,20 @@ class BertEncoder(nn.Module):
             attentions.append(w)
         return EncoderOutput(x, attentions if need_weights else None)
 
+    def attention_parts(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[AttentionPart]:
+        """input_ids, attention_mask (B, T) -> the bidirectional self-attention of every block, for the views."""
+        if input_ids.size(1) > self.config.max_position:
+            raise UserError(
+                f"the text has {input_ids.size(1)} tokens, more than the model's maximum {self.config.max_position}"
+            )
+        out = self(input_ids, attention_mask, need_weights=True)
+        return [AttentionPart("self", "self", out.attentions, input_ids, input_ids)]
+
 
 class BertForMaskedLM(nn.Module):
     """`BertEncoder` + the masked-LM head; the loss counts only positions whose label is not `IGNORE`."""
+
+    attention_names = ("self",)
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -175,6 +188,9 @@ class BertForMaskedLM(nn.Module):
             loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE, reduction="sum")
             loss = loss / chosen
         return ModelOutput(logits, loss, enc.attentions)
+
+    def attention_parts(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[AttentionPart]:
+        return self.bert.attention_parts(input_ids, attention_mask)
 
 
 # ---- loading a Hugging Face BERT checkpoint ----------------------------------------------------------------------

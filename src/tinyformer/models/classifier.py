@@ -27,7 +27,7 @@ from tinyformer.config import check_fields
 from tinyformer.errors import UserError
 from tinyformer.models.bert import BertConfig, BertEncoder
 from tinyformer.models.cnn import TextCNN
-from tinyformer.models.outputs import ModelOutput
+from tinyformer.models.outputs import AttentionPart, ModelOutput
 from tinyformer.models.rnn import RNNEncoder
 
 ENCODERS = ("transformer", "cnn", "rnn", "lstm", "gru")
@@ -84,6 +84,8 @@ class ClassifierConfig:
 
 
 class TextClassifier(nn.Module):
+    attention_names = ("self",)  # the Transformer encoder's; TextCNN and the RNN family have none
+
     def __init__(self, config: ClassifierConfig) -> None:
         super().__init__()
         if config.vocab_size <= 0 or len(config.labels) < 2:
@@ -126,6 +128,14 @@ class TextClassifier(nn.Module):
         logits = self.head(self.drop(feature))  # (B, C)
         loss = None if labels is None else F.cross_entropy(logits, labels)
         return ModelOutput(logits, loss, attentions)
+
+    def attention_parts(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[AttentionPart]:
+        """The Transformer encoder's self-attention, for the views; TextCNN and the RNN family have none."""
+        if self.config.encoder != "transformer":
+            raise UserError(
+                f"a {self.config.encoder!r} classifier has no attention; viz needs model.encoder=transformer"
+            )
+        return self.encoder.attention_parts(input_ids, attention_mask)
 
     def pool(self, h: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """h (B, T, D) -> (B, D): the [CLS] vector, or the mean over real tokens (padding excluded)."""

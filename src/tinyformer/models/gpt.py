@@ -27,7 +27,7 @@ from tinyformer.config import check_fields
 from tinyformer.errors import UserError
 from tinyformer.layers.blocks import TransformerBlock
 from tinyformer.layers.init import normal_init
-from tinyformer.models.outputs import ModelOutput
+from tinyformer.models.outputs import AttentionPart, ModelOutput
 
 
 @dataclass
@@ -69,6 +69,8 @@ SINUSOID_SCALE = 0.02  # the token embeddings' init std: the fixed table does no
 
 
 class MiniGPT(nn.Module):
+    attention_names = ("causal",)  # what `attention_parts` returns, for the views
+
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
         if config.vocab_size <= 0:
@@ -104,11 +106,26 @@ class MiniGPT(nn.Module):
         S, Dh = capacity or c.block_size, c.n_embd // c.n_head
         return [KVCache(batch_size, c.n_head, S, Dh, device=p.device, dtype=p.dtype) for _ in self.blocks]
 
+    @property
+    def max_context(self) -> int | None:
+        """The most positions one forward pass can hold: block_size with learned positions, else no limit."""
+        return self.config.block_size if self.config.positions == "learned" else None
+
+    def check_context(self, T: int) -> int:
+        """The context-length rule, stated once: T > 0 positions, at most `max_context`. -> T, or UserError."""
+        if T <= 0:
+            raise UserError(f"context {T} must be > 0")
+        if self.max_context is not None and T > self.max_context:
+            raise UserError(f"context {T}: learned positions stop at block_size={self.max_context}")
+        return T
+
     def set_ntk(self, context: int) -> None:
         """RoPE models: NTK-aware scaling for running at `context` tokens (alpha = context / block_size; at or
-        below the block size, the trained model). No retraining; ValueError for other position kinds."""
+        below the block size, the trained model). No retraining; UserError for other position kinds."""
         if self.rope is None:
-            raise ValueError(f"NTK scaling needs positions='rope', this model has {self.config.positions!r}")
+            raise UserError(
+                f"NTK scaling stretches rotary positions; this model has model.positions={self.config.positions!r}"
+            )
         self.rope.alpha = max(1.0, context / self.config.block_size)
 
     def embed(self, idx: torch.Tensor, start: int) -> torch.Tensor:
@@ -157,6 +174,11 @@ class MiniGPT(nn.Module):
         if targets is not None:
             loss = F.cross_entropy(logits.view(B * T, -1), targets.reshape(B * T))
         return ModelOutput(logits, loss, attentions if need_weights else None, cache)
+
+    def attention_parts(self, idx: torch.Tensor, attention_mask: torch.Tensor | None = None) -> list[AttentionPart]:
+        """idx (B, T) -> the causal self-attention of every block, for the views (the mask is not needed)."""
+        self.check_context(idx.size(1))
+        return [AttentionPart("causal", "causal", self(idx, need_weights=True).attentions, idx, idx)]
 
 
 def param_breakdown(c: GPTConfig) -> list[tuple[str, str, int, int]]:

@@ -37,3 +37,14 @@ class Seq2SeqOutput:
     encoder_attentions: list[torch.Tensor] | None = None  # per encoder layer (B, H, S, S) when asked for
     decoder_attentions: list[torch.Tensor] | None = None  # per decoder layer, self-attention (B, H, T, T)
     cross_attentions: list[torch.Tensor] | None = None  # per decoder layer, over the source (B, H, T, S)
+
+
+@dataclass
+class AttentionPart:
+    """One attention stack of a model, as `model.attention_parts(...)` describes it to the views."""
+
+    name: str  # "self", "causal", or for an encoder-decoder "encoder", "decoder", "cross"
+    kind: str  # "self" (bidirectional), "causal" (no future keys) or "cross" (queries and keys differ)
+    weights: list[torch.Tensor]  # per layer (B, H, T, S), post-softmax
+    queries: torch.Tensor  # (B, T) the ids that label the rows
+    keys: torch.Tensor  # (B, S) the ids that label the columns

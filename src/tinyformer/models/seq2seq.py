@@ -34,7 +34,7 @@ from tinyformer.config import check_fields
 from tinyformer.errors import UserError
 from tinyformer.layers.blocks import DecoderBlock, TransformerBlock
 from tinyformer.layers.feedforward import FFN_KINDS
-from tinyformer.models.outputs import EncodedSource, Seq2SeqOutput
+from tinyformer.models.outputs import AttentionPart, EncodedSource, Seq2SeqOutput
 
 POSITIONS = ("sinusoidal", "none")
 EMBEDDING_INITS = ("normal", "default")
@@ -158,6 +158,8 @@ def _check_ids(what: str, ids: torch.Tensor, max_len: int) -> None:
 class Seq2SeqTransformer(nn.Module):
     """embed -> encoder -> memory; embed -> decoder(memory) -> head. Build it with `build_seq2seq(config)`."""
 
+    attention_names = ("encoder", "decoder", "cross")  # what `attention_parts` returns, for the views
+
     def __init__(self, config: Seq2SeqConfig, embed: Embedder, encoder: Encoder, decoder: Decoder, head: nn.Linear):
         super().__init__()
         self.config = config
@@ -208,6 +210,15 @@ class Seq2SeqTransformer(nn.Module):
                 raise ValueError(f"labels {tuple(labels.shape)} must have the shape of tgt_in {tuple(tgt_in.shape)}")
             out.loss = seq2seq_loss(out.logits, labels, self.config.pad_id)
         return out
+
+    def attention_parts(self, src: torch.Tensor, tgt_in: torch.Tensor) -> list[AttentionPart]:
+        """src (B, S), tgt_in (B, T) -> encoder self-, decoder self- and cross-attention of every layer."""
+        out = self(src, tgt_in, need_weights=True)
+        return [
+            AttentionPart("encoder", "self", out.encoder_attentions, src, src),
+            AttentionPart("decoder", "causal", out.decoder_attentions, tgt_in, tgt_in),
+            AttentionPart("cross", "cross", out.cross_attentions, tgt_in, src),
+        ]
 
 
 def _xavier(linear: nn.Linear, parts: int = 1) -> None:

@@ -1,16 +1,35 @@
-"""Tasks: each builds its data and model and defines its loss and evaluation.
+"""The task registry: the CLI and run folders find tasks here, by the name used on the command line.
 
-`TASKS` maps the name used on the command line (`tinyformer train gpt`) to the
-task class. A task class provides `default_config()` (whose model and data
-sections give the config types), `build_model(model_config)` and `load_tokenizer(path)` without touching data,
-so a run folder can be loaded for sampling with no dataset present.
+`TASKS` maps a name (`tinyformer train gpt`) to its task class (see `tinyformer.tasks.base.Task` for the
+contract). Adding a task is one module and one line below; `register` adds one from outside the package
+(a plug-in, or a test).
 """
 
+from tinyformer.errors import UserError
+from tinyformer.tasks.base import Arg, Task
 from tinyformer.tasks.classify import ClassifyTask
 from tinyformer.tasks.gpt import GPTTask
 from tinyformer.tasks.mlm import MLMTask
 from tinyformer.tasks.reverse import ReverseTask
 
-TASKS = {"gpt": GPTTask, "reverse": ReverseTask, "mlm": MLMTask, "classify": ClassifyTask}
+TASKS: dict[str, type[Task]] = {}
 
-__all__ = ["TASKS", "ClassifyTask", "GPTTask", "MLMTask", "ReverseTask"]
+
+def register(task: type[Task]) -> type[Task]:
+    """Add `task` under `task.name` (a name may be registered once)."""
+    if task.name in TASKS and TASKS[task.name] is not task:
+        raise ValueError(f"task name {task.name!r} is taken by {TASKS[task.name].__name__}")
+    TASKS[task.name] = task
+    return task
+
+
+def get_task(name: object) -> type[Task]:
+    if name not in TASKS:
+        raise UserError(f"unknown task {name!r}; tasks: {', '.join(TASKS)}")
+    return TASKS[name]
+
+
+for _task in (GPTTask, ReverseTask, MLMTask, ClassifyTask):  # one entry per task
+    register(_task)
+
+__all__ = ["TASKS", "Arg", "ClassifyTask", "GPTTask", "MLMTask", "ReverseTask", "Task", "get_task", "register"]

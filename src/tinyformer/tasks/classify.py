@@ -14,7 +14,6 @@ majority-class baseline, the confusion matrix) and confusion.png.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections import Counter
 from dataclasses import dataclass
@@ -28,8 +27,13 @@ from tinyformer.config import RunConfig, TrainConfig
 from tinyformer.data.classification import SUFFIXES, LabelledTexts, read_table, speaker_speeches, stratified_split
 from tinyformer.data.subword import SubwordTokenizer, pad_batch
 from tinyformer.data.tinyshakespeare import read_text, resolve_path
+from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
+from tinyformer.files import write_text
+from tinyformer.models.bert import BertForMaskedLM
 from tinyformer.models.classifier import ClassifierConfig, TextClassifier, load_encoder_from
+from tinyformer.plots import plot_confusion
+from tinyformer.tasks.base import Arg, Task, fit_model
 
 TEST_JSON, CONFUSION_PNG = "test.json", "confusion.png"
 
@@ -96,24 +100,25 @@ def tokenizer_file(where: str) -> Path:
     return p
 
 
-class ClassifyTask:
+class ClassifyTask(Task):
     name = "classify"
     select = "error"  # best.safetensors = lowest val error rate: val loss rises with overconfidence long before
     # accuracy stops improving, so choosing by loss would stop a small-data classifier at its first epochs
+    command = "classify"
+    command_help = "label a text with a classifier run"
+    predict_args = (Arg("text", "the text to label"),)
 
-    @staticmethod
-    def default_config() -> RunConfig:
+    @classmethod
+    def default_config(cls) -> RunConfig:
         return RunConfig(task="classify", model=ClassifyModelConfig(), data=ClassifyDataConfig(), train=recipe())
 
-    @staticmethod
-    def build_model(model_config: ClassifierConfig) -> TextClassifier:
-        return TextClassifier(model_config)
-
-    @staticmethod
-    def load_tokenizer(path: Path) -> SubwordTokenizer:
+    @classmethod
+    def load_tokenizer(cls, path: Path) -> SubwordTokenizer:
         return SubwordTokenizer.load(path)
 
-    def __init__(self, config: RunConfig, tokenizer: SubwordTokenizer | None = None) -> None:
+    @classmethod
+    def prepare(cls, config: RunConfig, tokenizer: SubwordTokenizer | None = None) -> ClassifyTask:
+        """Read and split the examples, learn or reuse the tokenizer, fix vocab_size and labels to them."""
         d, m = config.data, config.model
         if m.encoder == "transformer" and d.max_len > m.max_position:
             raise UserError(f"data.max_len={d.max_len} is longer than model.max_position={m.max_position}")
@@ -125,38 +130,33 @@ class ClassifyTask:
                 f"the {' and '.join(empty)} split would be empty with {len(examples)} examples; "
                 "give more examples per label or larger data.val_fraction / data.test_fraction"
             )
-        self.splits = {name: examples.subset(idx) for name, idx in split.items()}
-        self.tokenizer = tokenizer or self._tokenizer(config)
-        labels = examples.classes
-        if m.labels and m.labels != labels:
-            raise UserError(f"model.labels={m.labels} but the data has labels {labels}")
-        if m.vocab_size not in (0, self.tokenizer.vocab_size):
-            raise UserError(f"model.vocab_size={m.vocab_size} but the tokenizer has {self.tokenizer.vocab_size} tokens")
-        config.model = dataclasses.replace(m, vocab_size=self.tokenizer.vocab_size, labels=labels)
-        self.config = config
-        self.index = {label: i for i, label in enumerate(labels)}
-        self.encoded = {name: self._encode(s) for name, s in self.splits.items()}
+        splits = {name: examples.subset(idx) for name, idx in split.items()}
+        tokenizer = tokenizer or fit_tokenizer(config, splits["train"].texts)
+        task = cls(fit_model(config, vocab_size=tokenizer.vocab_size, labels=examples.classes), tokenizer)
+        task.splits = splits
+        task.encoded = {name: task._encode(s) for name, s in splits.items()}
+        return task
 
-    def _tokenizer(self, config: RunConfig) -> SubwordTokenizer:
-        d, m = config.data, config.model
-        if m.init_from:
-            mine = tokenizer_file(m.init_from)
-            if d.tokenizer and tokenizer_file(d.tokenizer).read_bytes() != mine.read_bytes():
-                raise UserError(f"data.tokenizer differs from the tokenizer of model.init_from={m.init_from!r}")
-            return SubwordTokenizer.load(mine)
-        if d.tokenizer:
-            return SubwordTokenizer.load(tokenizer_file(d.tokenizer))
-        return SubwordTokenizer.train(self.splits["train"].texts, d.vocab_size)
+    @property
+    def index(self) -> dict[str, int]:
+        return {label: i for i, label in enumerate(self.config.model.labels)}
+
+    def build_model(self) -> TextClassifier:
+        return TextClassifier(self.config.model)
 
     def _encode(self, s: LabelledTexts) -> tuple[list[list[int]], torch.Tensor]:
         """-> (per example its ids, [CLS] ... [SEP] cut to max_len; class ids (N,))."""
         ids = [self.tokenizer.encode(t, self.config.data.max_len) for t in s.texts]
-        return ids, torch.tensor([self.index[label] for label in s.labels], dtype=torch.long)  # (N,)
+        index = self.index
+        return ids, torch.tensor([index[label] for label in s.labels], dtype=torch.long)  # (N,)
+
+    def init_from(self) -> str:
+        return self.config.model.init_from
 
     def init_model(self, model: TextClassifier, source) -> None:
         """Start from the encoder of `source`, the loaded masked-LM run that `model.init_from` names."""
         where = self.config.model.init_from
-        if source.config.task != "mlm":
+        if not isinstance(source.model, BertForMaskedLM):
             raise UserError(f"model.init_from={where!r} is a {source.config.task!r} run; it needs a `train mlm` run")
         if self.config.data.max_len > source.config.data.seq_len:
             raise UserError(
@@ -181,27 +181,24 @@ class ClassifyTask:
     def batch_tokens(self, batch) -> int:
         return int(batch[1].sum())
 
-    def evaluate(self, model: nn.Module, iters: int, batch_size: int, generator: torch.Generator) -> dict:
-        """The whole validation split (iters and the generator are not needed: it is fixed)."""
+    def evaluate(self, model: nn.Module) -> dict:
+        """The whole validation split (fixed: the same every call)."""
         r = self.score(model, "val")
         return {k: r[k] for k in ("loss", "acc", "macro_f1")} | {"error": 1.0 - r["acc"]}
 
-    @torch.no_grad()
-    def predict(self, model: nn.Module, split: str, chunk: int = 64) -> tuple[torch.Tensor, float]:
+    def logits(self, model: nn.Module, split: str, chunk: int = 64) -> tuple[torch.Tensor, float]:
         """(logits (N, C) of every example of `split`, mean loss)."""
-        was_training = model.training
-        model.eval()
-        device = next(model.parameters()).device
+        device = model_device(model)
         n, logits = len(self.encoded[split][0]), []
-        for i in range(0, n, chunk):
-            ids, mask, _ = self.batch(split, torch.arange(i, min(i + chunk, n)))
-            logits.append(model(ids.to(device), mask.to(device)).logits.float().cpu())  # (b, C)
-        model.train(was_training)
+        with inference(model):
+            for i in range(0, n, chunk):
+                ids, mask, _ = self.batch(split, torch.arange(i, min(i + chunk, n)))
+                logits.append(model(ids.to(device), mask.to(device)).logits.float().cpu())  # (b, C)
         out = torch.cat(logits)  # (N, C)
         return out, float(F.cross_entropy(out, self.encoded[split][1]))
 
     def score(self, model: nn.Module, split: str) -> dict:
-        logits, loss = self.predict(model, split)
+        logits, loss = self.logits(model, split)
         return {"loss": loss, **scores(logits.argmax(-1), self.encoded[split][1], len(self.index))}
 
     def majority(self, split: str = "test") -> dict:
@@ -210,21 +207,51 @@ class ClassifyTask:
         gold = self.encoded[split][1]
         return scores(torch.full_like(gold, top), gold, len(self.index))
 
-    def finish(self, model: nn.Module, run_dir: Path) -> dict:
-        """Score the test split: test.json and confusion.png in the run folder, and a line printed."""
-        from tinyformer.plots import plot_confusion
-
+    def test_scores(self, model: nn.Module) -> dict:
+        """The test split: accuracy, macro-F1, confusion matrix, and the majority-class baseline beside them."""
         base = self.majority("test")
         r = self.score(model, "test") | {"n": len(self.splits["test"])}
-        r |= {"majority_acc": base["acc"], "majority_macro_f1": base["macro_f1"]}
+        return r | {"majority_acc": base["acc"], "majority_macro_f1": base["macro_f1"]}
+
+    def finish(self, model: nn.Module, run_dir: Path) -> None:
+        """Score the test split: test.json and confusion.png in the run folder, and a line printed."""
+        r = self.test_scores(model)
         labels = self.config.model.labels
-        (run_dir / TEST_JSON).write_text(json.dumps(r | {"labels": labels}, indent=1) + "\n", encoding="utf-8")
+        write_text(run_dir / TEST_JSON, json.dumps(r | {"labels": labels}, indent=1) + "\n")
         plot_confusion(torch.tensor(r["confusion"]), labels, run_dir / CONFUSION_PNG, f"{run_dir.name}: test split")
-        print(
-            f"test: accuracy {r['acc']:.4f}, macro-F1 {r['macro_f1']:.4f} on {r['n']} examples "
-            f"(majority class {r['majority_acc']:.4f}); see {run_dir / CONFUSION_PNG}"
-        )
-        return r
+        print(test_line(r) + f"; see {run_dir / CONFUSION_PNG}")
+
+    def held_out(self, model: nn.Module) -> str:
+        return test_line(type(self).prepare(self.config, self.tokenizer).test_scores(model))
+
+    def predict(self, model: nn.Module, text: str) -> str:
+        """`tinyformer classify`: every label with its probability, most likely first."""
+        if not text.strip():
+            raise UserError("the text is empty; give the text to label")
+        ids, mask = self.tokenizer.batch([text], self.config.data.max_len)
+        with inference(model):
+            probs = model(ids.to(model_device(model)), mask.to(model_device(model))).logits[0].softmax(-1)  # (C,)
+        return "\n".join(f"{self.config.model.labels[i]:<24} {probs[i]:.4f}" for i in probs.argsort(descending=True))
+
+
+def fit_tokenizer(config: RunConfig, texts: list[str]) -> SubwordTokenizer:
+    """The masked-LM run's tokenizer (model.init_from), a given one (data.tokenizer), or one learned from `texts`."""
+    d, m = config.data, config.model
+    if m.init_from:
+        mine = tokenizer_file(m.init_from)
+        if d.tokenizer and tokenizer_file(d.tokenizer).read_bytes() != mine.read_bytes():
+            raise UserError(f"data.tokenizer differs from the tokenizer of model.init_from={m.init_from!r}")
+        return SubwordTokenizer.load(mine)
+    if d.tokenizer:
+        return SubwordTokenizer.load(tokenizer_file(d.tokenizer))
+    return SubwordTokenizer.train(texts, d.vocab_size)
+
+
+def test_line(r: dict) -> str:
+    return (
+        f"test: accuracy {r['acc']:.4f}, macro-F1 {r['macro_f1']:.4f} on {r['n']} examples "
+        f"(majority class {r['majority_acc']:.4f})"
+    )
 
 
 def scores(pred: torch.Tensor, gold: torch.Tensor, n_classes: int) -> dict:

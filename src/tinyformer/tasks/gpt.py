@@ -1,54 +1,69 @@
 """Character-level language modelling with MiniGPT on Tiny Shakespeare (or any text).
 
 Loss: mean next-token cross-entropy. Evaluation: mean val loss over a fixed,
-seeded set of random windows. The task is generative: after training, the CLI
-writes sample.txt, a continuation of `sample.prompt`.
+seeded set of random windows. After training, sample.txt continues
+`sample.prompt`; `tinyformer sample` continues any prompt and `tinyformer eval`
+scores the held-out split (or a text file) in loss, perplexity and bits per
+character.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from tinyformer.config import RunConfig
+from tinyformer.config import RunConfig, SampleConfig
 from tinyformer.data.tinyshakespeare import TokenSplits, read_text, resolve_path
 from tinyformer.data.tokenizers import CharTokenizer
+from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.models.gpt import GPTConfig, MiniGPT, param_breakdown
+from tinyformer.tasks.base import Arg, Task, fit_model
+
+SAMPLE_ARGS = (
+    Arg("--prompt", "text to continue (default: the run's sample.prompt)"),
+    Arg("--tokens", "how many new tokens (default 500)", int),
+    Arg("--temperature", "0 = greedy (default 0.8)", float),
+    Arg("--top-k", "keep the k most likely tokens; 0 = off (default 40)", int),
+    Arg("--top-p", "nucleus sampling mass; 1 = off (default 1.0)", float),
+    Arg("--seed", "sampling seed (default 1)", int),
+    Arg("--no-cache", "re-run the whole context every step (the naive path, no KV cache)", None),
+    Arg("--context", "tokens the model sees per step (default: its block size)", int),
+    Arg("--ntk", "RoPE runs: NTK-aware scaling for --context, no retraining", None),
+)
 
 
-class GPTTask:
+class GPTTask(Task):
     name = "gpt"
-    generative = True  # its models continue text: sample.txt is written after training
+    command = "sample"
+    command_help = "generate text from a language-model run (KV cache, sampling settings, context)"
+    predict_args = SAMPLE_ARGS
+    eval_args = (Arg("--data", "gpt: score this text file instead of the held-out split"),)
 
-    @staticmethod
-    def default_config() -> RunConfig:
+    @classmethod
+    def default_config(cls) -> RunConfig:
         return RunConfig(task="gpt", model=GPTConfig())
 
-    @staticmethod
-    def build_model(model_config: GPTConfig) -> MiniGPT:
-        return MiniGPT(model_config)
-
-    param_breakdown = staticmethod(param_breakdown)  # (part, formula, per copy, copies)
-
-    @staticmethod
-    def load_tokenizer(path: Path) -> CharTokenizer:
+    @classmethod
+    def load_tokenizer(cls, path: Path) -> CharTokenizer:
         return CharTokenizer.load(path)
 
-    def __init__(self, config: RunConfig, tokenizer: CharTokenizer | None = None) -> None:
+    @classmethod
+    def prepare(cls, config: RunConfig, tokenizer: CharTokenizer | None = None) -> GPTTask:
         """Read the text, fit (or reuse) the tokenizer and fix model.vocab_size to it."""
         text = read_text(resolve_path(config.data.path or None))
-        self.tokenizer = tokenizer or CharTokenizer.from_text(text)
-        V = self.tokenizer.vocab_size
-        if config.model.vocab_size not in (0, V):
-            raise UserError(f"model.vocab_size={config.model.vocab_size} but the tokenizer has {V} tokens")
-        config.model = dataclasses.replace(config.model, vocab_size=V)
-        self.config = config
-        ids = torch.tensor(self.tokenizer.encode(text), dtype=torch.long)
-        self.splits = TokenSplits(ids, config.data.val_fraction, config.model.block_size)
+        tokenizer = tokenizer or CharTokenizer.from_text(text)
+        task = cls(fit_model(config, vocab_size=tokenizer.vocab_size), tokenizer)
+        ids = torch.tensor(tokenizer.encode(text), dtype=torch.long)
+        task.splits = TokenSplits(ids, config.data.val_fraction, config.model.block_size)
+        return task
+
+    def build_model(self) -> MiniGPT:
+        return MiniGPT(self.config.model)
 
     def train_batch(self, batch_size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         return self.splits.batch("train", batch_size, generator)
@@ -60,16 +75,76 @@ class GPTTask:
     def batch_tokens(self, batch) -> int:
         return batch[0].numel()
 
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        """Mean loss of `train.eval_iters` random val batches, drawn the same way every call."""
+        t, device = self.config.train, model_device(model)
+        g = torch.Generator().manual_seed(t.seed + 1)
+        total = 0.0
+        for _ in range(t.eval_iters):
+            x, y = self.splits.batch("val", t.batch_size, g)
+            total += model(x.to(device), y.to(device)).loss.item()
+        return {"loss": total / t.eval_iters}
+
     def finish(self, model: nn.Module, run_dir: Path) -> None:
         """sample.txt: a continuation of `sample.prompt` by the finished model."""
-        from tinyformer.generate.sampling import generate_text  # sampling happens after training
+        from tinyformer.files import write_text
+        from tinyformer.generate.sampling import generate_text
 
-        (run_dir / "sample.txt").write_text(generate_text(model, self.tokenizer, self.config.sample), encoding="utf-8")
+        write_text(run_dir / "sample.txt", generate_text(model, self.tokenizer, self.config.sample))
 
-    def evaluate(self, model: nn.Module, iters: int, batch_size: int, generator: torch.Generator) -> dict[str, float]:
-        device = next(model.parameters()).device
-        total = 0.0
-        for _ in range(iters):
-            x, y = self.splits.batch("val", batch_size, generator)
-            total += model(x.to(device), y.to(device)).loss.item()
-        return {"loss": total / iters}
+    def param_breakdown(self) -> list[tuple[str, str, int, int]]:
+        return param_breakdown(self.config.model)
+
+    def held_out(self, model: nn.Module, data: str | None = None) -> str:
+        """Loss, perplexity and bits per character of the held-out split, or of the text file `data`."""
+        if data is None:
+            path = resolve_path(self.config.data.path or None)
+            text = read_text(path)
+            text = text[int(len(text) * (1 - self.config.data.val_fraction)) :]
+            where = f"held-out split (last {self.config.data.val_fraction:.0%} of {path})"
+        else:
+            text, where = read_text(Path(data)), data
+        if len(text) < 2:
+            raise UserError(f"{where} has {len(text)} character(s); at least 2 are needed to score one")
+        loss = text_loss(model, torch.tensor(self.tokenizer.encode(text)))
+        return (
+            f"{where}: {len(text):,} characters, loss {loss:.4f} nats/char, perplexity {math.exp(loss):.3f}, "
+            f"{loss / math.log(2):.4f} bits per character"
+        )
+
+    def predict(self, model: nn.Module, context: int | None = None, ntk: bool = False, **options) -> str:
+        """`tinyformer sample`: the prompt and its continuation, with the run's sampling settings as defaults."""
+        from tinyformer.generate.sampling import generate_text
+
+        use_cache = not options.pop("no_cache", False)
+        s = SampleConfig(**(dataclasses.asdict(self.config.sample) | options))
+        if context is not None and context <= 0:
+            raise UserError(f"--context {context} must be > 0")
+        window = model.check_context(model.config.block_size if context is None else context)
+        if ntk:
+            model.set_ntk(window)  # a UserError unless the run has rotary positions
+            if window <= model.config.block_size:
+                block = model.config.block_size
+                raise UserError(f"--ntk stretches RoPE past block_size={block}; give a longer --context")
+        return generate_text(model, self.tokenizer, s, use_cache=use_cache, window=window)
+
+    def view_inputs(self, model: nn.Module, text: str) -> tuple[torch.Tensor, torch.Tensor]:
+        if not text:
+            raise UserError("the text is empty; give at least one character")
+        return self.tokenizer.batch([text])  # (1, T) ids and mask; every character counts, spaces too
+
+
+@torch.no_grad()
+def text_loss(model: MiniGPT, ids: torch.Tensor) -> float:
+    """Mean next-token cross-entropy over all of `ids` (N,), cut into consecutive windows of the block size.
+
+    Every token after the first is predicted once, from the tokens before it in its window.
+    """
+    T, device = model.config.block_size, model_device(model)
+    total, count = 0.0, 0
+    with inference(model):
+        for s in range(0, len(ids) - 1, T):
+            chunk = ids[s : s + T + 1][None].to(device)  # (1, <= T + 1)
+            n = chunk.size(1) - 1
+            total, count = total + model(chunk[:, :-1], chunk[:, 1:]).loss.item() * n, count + n
+    return total / count

@@ -12,7 +12,6 @@ most likely tokens for each [MASK] with their probabilities.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +23,10 @@ from tinyformer.config import RunConfig, TrainConfig
 from tinyformer.data.mlm import IGNORE, mask_tokens, random_windows, tiled_windows
 from tinyformer.data.subword import MASK_ID, SubwordTokenizer
 from tinyformer.data.tinyshakespeare import read_text, resolve_path
+from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.models.bert import BertConfig, BertForMaskedLM
+from tinyformer.tasks.base import Arg, Task, fit_model
 
 EVAL_MASK_SEED = 0  # the held-out split is masked the same way at every evaluation and in every run
 
@@ -67,40 +68,44 @@ def pretrain_recipe() -> TrainConfig:
     )
 
 
-class MLMTask:
+class MLMTask(Task):
     name = "mlm"
+    command = "fill"
+    command_help = "a masked-LM run's top fillers for each [MASK] in a text"
+    predict_args = (
+        Arg("text", 'text with one or more [MASK], e.g. "To be or not to [MASK]"'),
+        Arg("--top", "fillers to show per [MASK] (default 5)", int),
+    )
 
-    @staticmethod
-    def default_config() -> RunConfig:
+    @classmethod
+    def default_config(cls) -> RunConfig:
         return RunConfig(task="mlm", model=small_bert(), data=MLMDataConfig(), train=pretrain_recipe())
 
-    @staticmethod
-    def build_model(model_config: BertConfig) -> BertForMaskedLM:
-        return BertForMaskedLM(model_config)
-
-    @staticmethod
-    def load_tokenizer(path: Path) -> SubwordTokenizer:
+    @classmethod
+    def load_tokenizer(cls, path: Path) -> SubwordTokenizer:
         return SubwordTokenizer.load(path)
 
-    def __init__(self, config: RunConfig, tokenizer: SubwordTokenizer | None = None) -> None:
+    @classmethod
+    def prepare(cls, config: RunConfig, tokenizer: SubwordTokenizer | None = None) -> MLMTask:
+        """Split the text by position, learn (or reuse) the WordPiece vocabulary, mask the held-out windows once."""
         d = config.data
         if d.seq_len > config.model.max_position:
             raise UserError(f"data.seq_len={d.seq_len} is longer than model.max_position={config.model.max_position}")
         text = read_text(resolve_path(d.path or None))
         cut = int(len(text) * (1 - d.val_fraction))
         train_text, val_text = text[:cut], text[cut:]
-        self.tokenizer = tokenizer or SubwordTokenizer.train(train_text.split("\n\n"), d.vocab_size)
-        V = self.tokenizer.vocab_size
-        if config.model.vocab_size not in (0, V):
-            raise UserError(f"model.vocab_size={config.model.vocab_size} but the tokenizer has {V} tokens")
-        config.model = dataclasses.replace(config.model, vocab_size=V)
-        self.config = config
-        self.train = torch.tensor(self.tokenizer.encode_plain(train_text), dtype=torch.long)
-        self.val = torch.tensor(self.tokenizer.encode_plain(val_text), dtype=torch.long)
-        if len(self.val) < d.seq_len - 2:
-            raise UserError(f"the held-out split has {len(self.val)} tokens, fewer than one window of {d.seq_len}")
+        tokenizer = tokenizer or SubwordTokenizer.train(train_text.split("\n\n"), d.vocab_size)
+        task = cls(fit_model(config, vocab_size=tokenizer.vocab_size), tokenizer)
+        task.train = torch.tensor(tokenizer.encode_plain(train_text), dtype=torch.long)
+        task.val = torch.tensor(tokenizer.encode_plain(val_text), dtype=torch.long)
+        if len(task.val) < d.seq_len - 2:
+            raise UserError(f"the held-out split has {len(task.val)} tokens, fewer than one window of {d.seq_len}")
         g = torch.Generator().manual_seed(EVAL_MASK_SEED)
-        self.val_batch = self.mask(tiled_windows(self.val, d.seq_len), g)
+        task.val_batch = task.mask(tiled_windows(task.val, d.seq_len), g)
+        return task
+
+    def build_model(self) -> BertForMaskedLM:
+        return BertForMaskedLM(self.config.model)
 
     def mask(self, ids: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         return mask_tokens(
@@ -118,9 +123,24 @@ class MLMTask:
     def batch_tokens(self, batch) -> int:
         return batch[0].numel()
 
-    def evaluate(self, model: nn.Module, iters: int, batch_size: int, generator: torch.Generator) -> dict[str, float]:
-        """The whole held-out split with its fixed masks (iters and the generator are not needed)."""
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        """The whole held-out split with its fixed masks."""
         return evaluate_masked(model, *self.val_batch)
+
+    def held_out(self, model: nn.Module) -> str:
+        """Masked-token accuracy and perplexity over the whole held-out split, with its fixed masks."""
+        r = type(self).prepare(self.config, self.tokenizer).evaluate(model)
+        return (
+            f"held-out split: {r['masked']:,} masked tokens, masked-token accuracy {r['masked_acc']:.4f}, "
+            f"perplexity {r['perplexity']:.2f} (loss {r['loss']:.4f})"
+        )
+
+    def predict(self, model: nn.Module, text: str, top: int = 5) -> str:
+        """`tinyformer fill`: the most likely fillers of each [MASK], with their probabilities."""
+        lines = []
+        for n, options in enumerate(fill_mask(model, self.tokenizer, text, top), start=1):
+            lines += [f"[MASK] #{n}:", *(f"  {token:<14} {p:.4f}" for token, p in options)]
+        return "\n".join(lines)
 
 
 def masked_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
@@ -128,26 +148,22 @@ def masked_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
     return float((logits.argmax(-1) == labels)[chosen].float().mean()) if chosen.any() else 0.0
 
 
-@torch.no_grad()
 def evaluate_masked(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor, chunk: int = 128) -> dict:
     """Loss per masked token, masked-token accuracy and perplexity over every row of (inputs, labels)."""
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
+    device = model_device(model)
     loss_sum = correct = count = 0.0
-    for i in range(0, len(inputs), chunk):
-        x, y = inputs[i : i + chunk].to(device), labels[i : i + chunk].to(device)
-        out = model(x, labels=y)
-        n = int((y != IGNORE).sum())
-        loss_sum += float(out.loss) * n
-        correct += float(((out.logits.argmax(-1) == y) & (y != IGNORE)).sum())
-        count += n
-    model.train(was_training)
+    with inference(model):
+        for i in range(0, len(inputs), chunk):
+            x, y = inputs[i : i + chunk].to(device), labels[i : i + chunk].to(device)
+            out = model(x, labels=y)
+            n = int((y != IGNORE).sum())
+            loss_sum += float(out.loss) * n
+            correct += float(((out.logits.argmax(-1) == y) & (y != IGNORE)).sum())
+            count += n
     loss = loss_sum / max(count, 1)
     return {"loss": loss, "masked_acc": correct / max(count, 1), "perplexity": math.exp(loss), "masked": int(count)}
 
 
-@torch.no_grad()
 def fill_mask(model: BertForMaskedLM, tokenizer: SubwordTokenizer, text: str, k: int = 5) -> list[list[tuple]]:
     """For each [MASK] in `text`, its `k` most likely tokens as (token, probability), most likely first."""
     ids = tokenizer.encode(text)
@@ -157,9 +173,8 @@ def fill_mask(model: BertForMaskedLM, tokenizer: SubwordTokenizer, text: str, k:
         raise UserError(f"the text has {len(ids)} tokens, more than the model's maximum {model.config.max_position}")
     if k <= 0:
         raise UserError(f"--top {k} must be > 0")
-    model.eval()
-    x = torch.tensor([ids], device=next(model.parameters()).device)  # (1, T)
-    probs = model(x).logits[0].float().softmax(-1)  # (T, V)
+    with inference(model):
+        probs = model(torch.tensor([ids], device=model_device(model))).logits[0].float().softmax(-1)  # (T, V)
     fills = []
     for pos in (i for i, t in enumerate(ids) if t == MASK_ID):
         word_pieces = probs[pos, tokenizer.n_special :]  # (V - specials,): a special token never fills a blank

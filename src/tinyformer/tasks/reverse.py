@@ -17,10 +17,12 @@ import torch
 from torch import nn
 
 from tinyformer.config import RunConfig, TrainConfig
-from tinyformer.data.reversal import EOS, PAD, DigitTokenizer, ReversalConfig, make_split
+from tinyformer.data.reversal import BOS, EOS, PAD, DigitTokenizer, ReversalConfig, make_split
+from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.generate.decoding import beam_search, greedy_decode
 from tinyformer.models.seq2seq import Seq2SeqConfig, build_seq2seq
+from tinyformer.tasks.base import Arg, Task
 
 
 def seed_recipe_train() -> TrainConfig:
@@ -46,35 +48,46 @@ def trim(src: torch.Tensor, tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     return src[:, : int((src != PAD).sum(1).max())], tgt[:, : int((tgt != PAD).sum(1).max())]
 
 
-class ReverseTask:
+class ReverseTask(Task):
     name = "reverse"
-    generative = False
+    command = "translate"
+    command_help = "run an encoder-decoder on one input (greedy or beam)"
+    predict_args = (
+        Arg("digits", 'input digits, e.g. "7 3 0 9 5"'),
+        Arg("--beam", "beam width (default 1 = greedy)", int),
+    )
+    eval_args = (
+        Arg("--n", "reverse: held-out sequences to score (default 1000)", int),
+        Arg("--beam", "reverse: beam width (default 1 = greedy)", int),
+    )
 
-    @staticmethod
-    def default_config() -> RunConfig:
+    @classmethod
+    def default_config(cls) -> RunConfig:
         return RunConfig(task="reverse", model=Seq2SeqConfig(), data=ReversalConfig(), train=seed_recipe_train())
 
-    @staticmethod
-    def build_model(model_config: Seq2SeqConfig) -> nn.Module:
-        if getattr(model_config, "impl", "tinyformer") == "torch":
-            from tinyformer.models.torch_seq2seq import TorchSeq2Seq
-
-            return TorchSeq2Seq(model_config)
-        return build_seq2seq(model_config)
-
-    @staticmethod
-    def load_tokenizer(path: Path) -> DigitTokenizer:
+    @classmethod
+    def load_tokenizer(cls, path: Path) -> DigitTokenizer:
         return DigitTokenizer.load(path)
 
-    def __init__(self, config: RunConfig, tokenizer: DigitTokenizer | None = None) -> None:
+    @classmethod
+    def prepare(cls, config: RunConfig, tokenizer: DigitTokenizer | None = None) -> ReverseTask:
+        """Generate the training and held-out sequences (each split from its own seed)."""
         d, m = config.data, config.model
         if m.max_len < d.longest + 2:
             raise UserError(
                 f"model.max_len={m.max_len} is too short for sequences of {d.longest} digits (needs >= {d.longest + 2})"
             )
-        self.config, self.tokenizer = config, tokenizer or DigitTokenizer()
-        self.train = make_split(d.n_train, d.min_len, d.max_len, d.seed, d.variant, d.longest)
-        self.val = make_split(d.n_val, d.min_len, d.val_max_len or d.max_len, d.seed + 1, d.variant, d.longest)
+        task = cls(config, tokenizer or DigitTokenizer())
+        task.train = make_split(d.n_train, d.min_len, d.max_len, d.seed, d.variant, d.longest)
+        task.val = held_out_split(d)
+        return task
+
+    def build_model(self) -> nn.Module:
+        if self.config.model.impl == "torch":
+            from tinyformer.models.torch_seq2seq import TorchSeq2Seq
+
+            return TorchSeq2Seq(self.config.model)
+        return build_seq2seq(self.config.model)
 
     def train_batch(self, batch_size: int, generator: torch.Generator):
         idx = torch.randint(len(self.train[0]), (batch_size,), generator=generator)
@@ -89,10 +102,50 @@ class ReverseTask:
     def batch_tokens(self, batch) -> int:
         return int((batch[2] != PAD).sum())
 
-    def evaluate(self, model: nn.Module, iters: int, batch_size: int, generator: torch.Generator) -> dict:
-        """The whole held-out set (iters and the generator are not needed: it is fixed)."""
+    def evaluate(self, model: nn.Module) -> dict:
+        """The whole held-out set (fixed: the same every call)."""
         r = evaluate_split(model, *self.val)
         return {k: r[k] for k in ("loss", "token_acc", "exact_match")}
+
+    def held_out(self, model: nn.Module, n: int = 1000, beam: int = 1) -> str:
+        """Exact match, token accuracy and loss on `n` held-out sequences, and exact match per length."""
+        if n <= 0 or beam <= 0:
+            raise UserError(f"--n {n} and --beam {beam} must be > 0")
+        r = evaluate_split(model, *held_out_split(self.config.data, n), beam=beam)
+        how = "greedy" if beam == 1 else f"beam {beam}"
+        lines = [
+            f"{n} held-out sequences, {how}: exact match {r['exact_match']:.4f}, "
+            f"token accuracy {r['token_acc']:.4f}, loss {r['loss']:.4f}",
+            "length  exact match",
+        ]
+        return "\n".join(lines + [f"{k:>6}  {acc:.4f}" for k, acc in sorted(r["per_length"].items())])
+
+    def predict(self, model: nn.Module, digits: str, beam: int = 1) -> str:
+        """`tinyformer translate`: the model's output digits for one input (greedy or beam search)."""
+        if beam <= 0:
+            raise UserError(f"--beam {beam} must be > 0")
+        src = self.tokenizer.encode_source(digits, self.config.data.longest).to(model_device(model))
+        return self.tokenizer.decode(decode(model, src, beam)[0])
+
+    def view_inputs(self, model: nn.Module, text: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """(source, decoder input): the digits, and BOS followed by what the model writes for them."""
+        src = self.tokenizer.encode_source(text, self.config.data.longest).to(model_device(model))  # (1, S)
+        out = decode(model, src)  # (1, L): ends in EOS
+        return src, torch.cat([torch.full_like(out[:, :1], BOS), out[:, :-1]], dim=1)  # (1, L)
+
+    def alignment(self, model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> float:
+        return cross_alignment(model, inputs[0], self.config.data.variant)[0]
+
+
+def held_out_split(d: ReversalConfig, n: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The held-out sequences: `n` (default data.n_val) from seed + 1, up to val_max_len digits."""
+    return make_split(n or d.n_val, d.min_len, d.val_max_len or d.max_len, d.seed + 1, d.variant, d.longest)
+
+
+def decode(model: nn.Module, src: torch.Tensor, beam: int = 1, max_new: int | None = None) -> torch.Tensor:
+    """src (B, S) -> output ids (B, L) without BOS: greedy, or beam search of width `beam`."""
+    ids = dict(bos_id=BOS, eos_id=EOS, pad_id=PAD, max_new=max_new)
+    return greedy_decode(model, src, **ids) if beam == 1 else beam_search(model, src, beam=beam, **ids)
 
 
 def token_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
@@ -108,23 +161,19 @@ def same_sequences(pred: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return (a == b).all(1)
 
 
-@torch.no_grad()
 def evaluate_split(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, beam: int = 1, chunk: int = 500) -> dict:
     """Loss, token accuracy, exact match and exact match per source length."""
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
+    device = model_device(model)
     loss = tok = 0.0
     correct = []
-    for i in range(0, len(src), chunk):
-        s, t = (x.to(device) for x in trim(src[i : i + chunk], tgt[i : i + chunk]))
-        out = model(s, t[:, :-1], t[:, 1:])
-        loss += float(out.loss) * len(s)
-        tok += token_accuracy(out.logits, t[:, 1:]) * len(s)
-        ids = dict(bos_id=1, eos_id=EOS, pad_id=PAD, max_new=t.size(1) + 2)
-        pred = greedy_decode(model, s, **ids) if beam == 1 else beam_search(model, s, beam=beam, **ids)
-        correct.append(same_sequences(pred, t[:, 1:]).cpu())
-    model.train(was_training)
+    with inference(model):
+        for i in range(0, len(src), chunk):
+            s, t = (x.to(device) for x in trim(src[i : i + chunk], tgt[i : i + chunk]))
+            out = model(s, t[:, :-1], t[:, 1:])
+            loss += float(out.loss) * len(s)
+            tok += token_accuracy(out.logits, t[:, 1:]) * len(s)
+            pred = decode(model, s, beam, max_new=t.size(1) + 2)
+            correct.append(same_sequences(pred, t[:, 1:]).cpu())
     ok = torch.cat(correct)
     lengths = (src != PAD).sum(1) - 1  # digits, without EOS
     per_length = {int(n): float(ok[lengths == n].float().mean()) for n in lengths.unique()}
@@ -136,7 +185,6 @@ def evaluate_split(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, beam:
     }
 
 
-@torch.no_grad()
 def cross_alignment(model: nn.Module, src: torch.Tensor, variant: str = "reverse") -> tuple[float, torch.Tensor]:
     """Alignment score of one source (1, n + 1) and the last layer's head-mean cross-attention (T, S).
 
@@ -146,11 +194,9 @@ def cross_alignment(model: nn.Module, src: torch.Tensor, variant: str = "reverse
     n = src.size(1) - 1
     digits = src[0, :n]
     target = digits.flip(0) if variant == "reverse" else digits.sort().values
-    tgt_in = torch.cat([torch.tensor([1]), target])[None]  # (1, n + 1): BOS + target
-    was_training = model.training
-    model.eval()
-    w = model(src, tgt_in, need_weights=True).cross_attentions[-1][0].mean(0)  # (T, S) = (n + 1, n + 1)
-    model.train(was_training)
+    tgt_in = torch.cat([torch.tensor([BOS], device=src.device), target])[None]  # (1, n + 1): BOS + target
+    with inference(model):
+        w = model(src, tgt_in, need_weights=True).cross_attentions[-1][0].mean(0).cpu()  # (T, S) = (n + 1, n + 1)
     if variant == "reverse":
         expected = [n - 1 - i for i in range(n)]
     else:  # where each sorted digit came from (stable)

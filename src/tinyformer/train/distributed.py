@@ -79,6 +79,13 @@ def init(device_kind: str, timeout_s: float) -> World:
     return world
 
 
+def rank_device(device: torch.device, world: World) -> torch.device:
+    """This rank's device: its own GPU (cuda:local_rank) under torchrun on CUDA, else `device` itself."""
+    if device.type == "cuda" and world.distributed:
+        return torch.device("cuda", world.local_rank)
+    return device
+
+
 def shutdown() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from tinyformer.config import TrainConfig
-from tinyformer.device import autocast, configure, pick_device
+from tinyformer.device import autocast, configure, inference, pick_device
 from tinyformer.errors import UserError
 from tinyformer.files import atomic_write
 from tinyformer.plots import plot_losses
@@ -43,19 +43,17 @@ from tinyformer.train.schedules import lr_at
 
 
 class Task(Protocol):
+    """What the loop needs of a task (`tinyformer.tasks.base.Task` documents each part)."""
+
+    select: str  # the evaluate() key, lower is better, that picks best.safetensors
+
     def train_batch(self, batch_size: int, generator: torch.Generator) -> Any: ...
 
     def training_step(self, model: nn.Module, batch: Any) -> tuple[torch.Tensor, dict[str, float]]: ...
 
-    def evaluate(
-        self, model: nn.Module, iters: int, batch_size: int, generator: torch.Generator
-    ) -> dict[str, float]:  # must contain "loss"
-        ...
+    def evaluate(self, model: nn.Module) -> dict[str, float]: ...  # must contain "loss" and `select`
 
     def batch_tokens(self, batch: Any) -> int: ...
-
-    # optional: `select = "error"` names the evaluate() key (lower is better) that picks best.safetensors;
-    # without it, the lowest "loss" does
 
 
 @dataclass
@@ -102,13 +100,13 @@ class Trainer:
         resume: bool = False,
         progress: bool = True,
         world: World | None = None,
+        device: torch.device | None = None,
     ) -> None:
+        """`device`: where to train, resolved by the caller (default: `config.device` resolved here)."""
         self.c, self.task, self.run_dir, self.progress = config, task, Path(run_dir), progress
         self.world = world or World()
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.device = pick_device(config.device)
-        if self.device.type == "cuda" and self.world.distributed:
-            self.device = torch.device("cuda", self.world.local_rank)
+        self.device = device or distributed.rank_device(pick_device(config.device), self.world)
         configure(self.device)
         self.model = model.to(self.device)  # the module whose weights are saved
         self.ddp = None
@@ -202,19 +200,15 @@ class Trainer:
 
     # ---- evaluation, logging --------------------------------------------------
     def evaluate(self) -> dict[str, float]:
-        """Task evaluation in eval mode on the same seeded batches every time."""
-        self.model.eval()
-        with torch.no_grad(), autocast(self.device):
-            g = torch.Generator().manual_seed(self.c.seed + 1)
-            model = self.model if self.ddp is not None else self.forward  # every rank evaluates the same batches
-            result = self.task.evaluate(model, self.c.eval_iters, self.c.batch_size, g)
-        self.model.train()
-        return result
+        """The task's evaluation, in eval mode without gradients (the task draws the same data every time)."""
+        model = self.model if self.ddp is not None else self.forward  # every rank evaluates the same batches
+        with inference(self.model), autocast(self.device):
+            return self.task.evaluate(model)
 
     def _evaluate(self, bar) -> None:
         t0 = time.perf_counter()
         result = self.evaluate()
-        val, score = result["loss"], result[getattr(self.task, "select", "loss")]
+        val, score = result["loss"], result[self.task.select]
         improved = score < self.best_val
         if improved:
             self.best_val = score

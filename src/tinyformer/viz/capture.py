@@ -1,7 +1,9 @@
 """One attention-capture API for every model: `capture_attention(model, inputs) -> AttentionMaps`.
 
 Everything that draws or scores attention takes `AttentionMaps`, so every view
-works for every model: a Hugging Face encoder, MiniGPT, our BERT-style encoder.
+works for every model: a Hugging Face encoder, or any tinyformer model, which
+describes its own attention stacks (`model.attention_parts(...)`, a list of
+`AttentionPart`s); this module never asks which model class it holds.
 Weights are post-softmax probabilities (rows sum to 1 over the allowed keys),
 float32 on the CPU, one (B, H, T, S) tensor per layer.
 """
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
 
 KINDS = ("self", "causal", "cross")
@@ -25,6 +28,7 @@ class AttentionMaps:
     kind: str  # "self" (bidirectional), "causal" (decoder self-attention) or "cross"
     model_name: str = ""  # shown in titles
     special: dict[str, str] = field(default_factory=dict)  # {"cls": "[CLS]", "end": "[SEP]"} when the model has them
+    part: str = ""  # which attention stack of the model: "self", "causal", "encoder", "decoder", "cross"
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -49,88 +53,53 @@ class AttentionMaps:
         return torch.stack([w[row] for w in self.layers])
 
 
-def show_char(ch: str) -> str:
-    """A visible label for a character token (newline and space would vanish on an axis)."""
-    return {"\n": "↵", " ": "␣", "\t": "⇥"}.get(ch, ch)
+def capture_attention(model, inputs, tokenizer=None, *, name: str = "", part: str | None = None) -> AttentionMaps:
+    """Attention of `model` on `inputs`: a sentence, a list of sentences, ids (B, T), or a tuple of model inputs.
 
-
-def capture_attention(model, inputs, tokenizer=None, *, name: str = "", part: str = "cross") -> AttentionMaps:
-    """Attention of `model` on `inputs` (a sentence, a list of sentences, or ids (B, T)).
-
-    Works for MiniGPT (with its CharTokenizer), tinyformer's BERT-style encoder and any
-    Hugging Face model loaded with eager attention (both with a Hugging Face tokenizer),
-    and the encoder-decoder: `inputs` = (src (B, S), tgt_in (B, T)) ids, `tokenizer` = the
-    label of each id (a list), `part` = "encoder" (self), "decoder" (causal) or "cross".
+    Any Hugging Face model loaded with eager attention (with its tokenizer), and every tinyformer model
+    that describes its attention (`attention_parts`): a text goes through the tokenizer's `batch`, ids
+    get a mask of ones, a tuple is passed as it is (an encoder-decoder: (src (B, S), tgt_in (B, T))).
+    A model with several attention stacks needs `part` ("encoder", "decoder" or "cross").
     """
-    from tinyformer.models.gpt import MiniGPT
-    from tinyformer.models.seq2seq import Seq2SeqTransformer
-
     if isinstance(inputs, str) and not inputs.strip():
         raise UserError("the sentence is empty; give at least one word")
-    with torch.no_grad():
-        if isinstance(model, MiniGPT):
-            return _capture_char_lm(model, inputs, tokenizer, name or "MiniGPT")
-        if isinstance(model, Seq2SeqTransformer):
-            return _capture_seq2seq(model, inputs, tokenizer, name or "seq2seq", part)
-        if hasattr(getattr(model, "config", None), "model_type"):
-            return _capture_hf(model, inputs, tokenizer, name or model.config.model_type)
-        return _capture_encoder(model, inputs, tokenizer, name or type(model).__name__)
-
-
-def _capture_char_lm(model, inputs, tokenizer, name: str) -> AttentionMaps:
-    if isinstance(inputs, torch.Tensor):
-        idx = inputs if inputs.dim() == 2 else inputs[None]
-    else:
-        idx = torch.tensor([tokenizer.encode(s) for s in _as_list(inputs)], dtype=torch.long)
-    block = model.config.block_size
-    if idx.size(1) > block:
-        raise UserError(f"the text has {idx.size(1)} characters, more than the model's block size {block}")
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    out = model(idx.to(device), need_weights=True)
-    model.train(was_training)
-    tokens = [[show_char(tokenizer.chars[i]) if tokenizer else str(i) for i in row.tolist()] for row in idx]
-    layers = [w.float().cpu() for w in out.attentions]  # each (B, H, T, T)
-    return AttentionMaps(layers, tokens, tokens, "causal", name)
-
-
-SEQ2SEQ_PARTS = {"encoder": "self", "decoder": "causal", "cross": "cross"}
-
-
-def _capture_seq2seq(model, inputs, labels, name: str, part: str) -> AttentionMaps:
-    if part not in SEQ2SEQ_PARTS:
-        raise ValueError(f"part={part!r} is not one of {', '.join(SEQ2SEQ_PARTS)}")
-    src, tgt = (t if t.dim() == 2 else t[None] for t in inputs)
-    was_training = model.training
-    model.eval()
-    out = model(src, tgt, need_weights=True)
-    model.train(was_training)
-    attentions = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
-
-    queries = _labels(src, labels) if part == "encoder" else _labels(tgt, labels)
-    keys = _labels(tgt, labels) if part == "decoder" else _labels(src, labels)
-    layers = [w.float().cpu() for w in attentions[part]]
-    return AttentionMaps(layers, queries, keys, SEQ2SEQ_PARTS[part], f"{name} {part}")
-
-
-def _labels(ids: torch.Tensor, labels) -> list[list[str]]:
-    """(B, L) ids -> per row the label of each id (`labels[i]`, or the id itself)."""
-    return [[labels[i] if labels is not None else str(i) for i in row.tolist()] for row in ids]
-
-
-def _hf_batch(inputs, tokenizer, max_len: int):
+    if hasattr(getattr(model, "config", None), "model_type"):  # a Hugging Face model
+        return _capture_hf(model, inputs, tokenizer, name or model.config.model_type)
     if isinstance(inputs, torch.Tensor):
         ids = inputs if inputs.dim() == 2 else inputs[None]
-        return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-    if hasattr(tokenizer, "batch"):  # tinyformer's SubwordTokenizer (masked-LM and classifier runs)
-        ids, mask = tokenizer.batch(_as_list(inputs))
-        enc = {"input_ids": ids, "attention_mask": mask}
-    else:
-        enc = tokenizer(_as_list(inputs), return_tensors="pt", padding=True)
-    if enc["input_ids"].size(1) > max_len:
-        raise UserError(f"the sentence has {enc['input_ids'].size(1)} tokens, more than the model's maximum {max_len}")
-    return enc
+        inputs = (ids, torch.ones_like(ids))
+    elif not isinstance(inputs, tuple):
+        inputs = _encode(tokenizer, _as_list(inputs))  # (ids, mask)
+    maps = {m.part: m for m in capture_parts(model, inputs, tokenizer, name or type(model).__name__)}
+    if part is None and len(maps) == 1:
+        return next(iter(maps.values()))
+    if part not in maps:
+        raise UserError(f"part={part!r} is not one of {', '.join(maps)}")
+    return maps[part]
+
+
+def capture_parts(model, inputs: tuple, tokenizer, name: str) -> list[AttentionMaps]:
+    """Every attention stack the tinyformer `model` describes for `inputs`, labelled by `tokenizer`."""
+    if not hasattr(model, "attention_parts"):
+        raise UserError(f"{type(model).__name__} does not describe its attention (it has no attention_parts)")
+    with inference(model):
+        parts = model.attention_parts(*(x.to(model_device(model)) for x in inputs))
+
+    def labels(ids: torch.Tensor) -> list[list[str]]:
+        return [tokenizer.convert_ids_to_tokens(row) for row in ids.tolist()]
+
+    return [
+        AttentionMaps(
+            [w.float().cpu() for w in p.weights],  # each (B, H, T, S)
+            labels(p.queries),
+            labels(p.keys),
+            p.kind,
+            name if len(parts) == 1 else f"{name} {p.name}",
+            _hf_special(tokenizer),
+            part=p.name,
+        )
+        for p in parts
+    ]
 
 
 def _hf_special(tokenizer) -> dict[str, str]:
@@ -143,9 +112,16 @@ def _hf_special(tokenizer) -> dict[str, str]:
 
 def _capture_hf(model, inputs, tokenizer, name: str) -> AttentionMaps:
     cfg = model.config
-    enc = _hf_batch(inputs, tokenizer, getattr(cfg, "max_position_embeddings", 10**9))
-    model.eval()
-    out = model(**enc, output_attentions=True)
+    if isinstance(inputs, torch.Tensor):
+        ids = inputs if inputs.dim() == 2 else inputs[None]
+        enc = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    else:
+        enc = tokenizer(_as_list(inputs), return_tensors="pt", padding=True)
+    limit = getattr(cfg, "max_position_embeddings", 10**9)
+    if enc["input_ids"].size(1) > limit:
+        raise UserError(f"the sentence has {enc['input_ids'].size(1)} tokens, more than the model's maximum {limit}")
+    with inference(model):
+        out = model(**{k: v.to(model_device(model)) for k, v in enc.items()}, output_attentions=True)
     if not out.attentions or out.attentions[0] is None:
         raise UserError(f"{name} returned no attention weights; load it with attn_implementation='eager'")
     tokens = [tokenizer.convert_ids_to_tokens(row.tolist()) for row in enc["input_ids"]]
@@ -156,16 +132,12 @@ def _capture_hf(model, inputs, tokenizer, name: str) -> AttentionMaps:
     return AttentionMaps(layers, tokens, tokens, kind, name, _hf_special(tokenizer))
 
 
-def _capture_encoder(model, inputs, tokenizer, name: str) -> AttentionMaps:
-    """tinyformer's BERT-style encoders (BertEncoder, BertForMaskedLM, a Transformer TextClassifier)."""
-    if getattr(model.config, "encoder", "transformer") != "transformer":
-        raise UserError(f"a {model.config.encoder!r} classifier has no attention; viz needs model.encoder=transformer")
-    enc = _hf_batch(inputs, tokenizer, model.config.max_position)
-    model.eval()
-    out = model(enc["input_ids"], enc["attention_mask"], need_weights=True)
-    tokens = [tokenizer.convert_ids_to_tokens(row.tolist()) for row in enc["input_ids"]]
-    layers = [w.float().cpu() for w in out.attentions]
-    return AttentionMaps(layers, tokens, tokens, "self", name, _hf_special(tokenizer))
+def _encode(tokenizer, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Texts -> (ids, mask) (B, T): a tinyformer tokenizer's `batch`, or a Hugging Face tokenizer's call."""
+    if hasattr(tokenizer, "batch"):
+        return tokenizer.batch(texts)
+    enc = tokenizer(texts, return_tensors="pt", padding=True)
+    return enc["input_ids"], enc["attention_mask"]
 
 
 def _as_list(inputs) -> list[str]:

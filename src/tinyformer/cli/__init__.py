@@ -1,0 +1,60 @@
+"""The `tinyformer` command: one table of subcommands, each a thin function over the library.
+
+The modules of this package follow the concepts: `train` (train, info), `infer` (each task's
+inference verb, and eval), `viz`, `export`, `experiment`, `bench`. Tasks declare their own inference
+verb and options (`tinyformer.tasks.base.Task`), so no command here names a task.
+
+A `UserError` (bad flag, missing file, unknown character, ...) ends in one line
+on stderr and exit code 2; an interrupted training run exits with 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tinyformer.cli import bench, experiment, export, infer, train, viz
+from tinyformer.errors import UserError
+
+
+def commands() -> dict:
+    """{name: (add arguments, handler, help)}; the inference verbs as the task registry has them now."""
+    return {
+        "train": (train.add_train, train.cmd_train, "train a model (e.g. MiniGPT on Tiny Shakespeare)"),
+        **infer.predict_commands(),  # sample, translate, fill, classify: each task's inference verb
+        "info": (train.add_info, train.cmd_info, "show a run's config, parameter breakdown and progress"),
+        "eval": (infer.add_eval, infer.cmd_eval, "score a run on its held-out data (a language model: or a file)"),
+        "viz": (viz.add_viz, None, "draw attention: Hugging Face BERT, any tinyformer run, cross-attention"),
+        "export": (export.add_export, export.cmd_export, "write a MiniGPT run as a Hugging Face GPT-2 folder"),
+        "experiment": (experiment.add_experiment, experiment.cmd_experiment, "train a grid of runs, write a report"),
+        "bench": (bench.add_bench, bench.cmd_bench, "measure speed and memory"),
+    }
+
+
+COMMANDS = commands()  # the table as registered at import
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tinyformer", description="A from-scratch Transformer lab.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (add, run, text) in commands().items():
+        p = sub.add_parser(name, help=text, description=text)
+        p.set_defaults(handler=run)
+        add(p)  # may set a handler per sub-subcommand
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except UserError as e:
+        print(f"tinyformer: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tinyformer: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

