@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.cli_helpers import FAST, TINY, cli
 from tinyformer.config import RunConfig, TrainConfig
 from tinyformer.models.gpt import GPTConfig, MiniGPT
 
@@ -46,3 +47,58 @@ def tiny_run_config(text_file: Path, dropout: float = 0.1, **train) -> RunConfig
     cfg = RunConfig(task="gpt", model=model, train=TrainConfig(**(t | train)))
     cfg.data.path = str(text_file)
     return cfg
+
+
+# ---- run folders shared by the command-line tests (trained once per session) ----
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory) -> Path:
+    """One ~30-step run on a slice, shared by the end-to-end tests below."""
+    src = os.environ.get("TINYFORMER_DATA")
+    text = Path(src).read_text(encoding="utf-8")[:60_000] if src else SYNTHETIC * 3
+    root = tmp_path_factory.mktemp("e2e")
+    (root / "slice.txt").write_text(text, encoding="utf-8")
+    r = cli(
+        "train",
+        "gpt",
+        "--data",
+        str(root / "slice.txt"),
+        *TINY,
+        *FAST,
+        "--set",
+        "train.max_iters=30",
+        "--set",
+        "sample.tokens=50",
+        "--out",
+        str(root / "run"),
+    )
+    assert r.returncode == 0, r.stderr
+    assert "done: step 30" in r.stdout
+    return root / "run"
+
+
+@pytest.fixture(scope="session")
+def reversal_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("rev") / "run"
+    r = cli(
+        "train",
+        "reverse",
+        "--set",
+        "model.n_embd=32",
+        "--set",
+        "model.d_ff=64",
+        "--set",
+        "data.n_train=500",
+        "--set",
+        "data.n_val=50",
+        "--set",
+        "train.max_iters=20",
+        "--set",
+        "train.eval_interval=10",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    )
+    assert r.returncode == 0, r.stderr
+    assert "exact_match" in r.stdout
+    return out

@@ -4,42 +4,16 @@ end-to-end train -> sample -> info on a slice of text."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
+from tests.cli_helpers import FAST, TINY, cli, user_error
 from tinyformer.cli import COMMANDS, main
 from tinyformer.errors import UserError
-
-TINY = [
-    "--set",
-    "model.n_layer=1",
-    "--set",
-    "model.n_embd=16",
-    "--set",
-    "model.n_head=2",
-    "--set",
-    "model.block_size=32",
-]
-FAST = [
-    "--set",
-    "train.batch_size=4",
-    "--set",
-    "train.eval_iters=2",
-    "--set",
-    "train.eval_interval=10",
-    "--device",
-    "cpu",
-]
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tinyformer", *args], capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize("command", [None, *COMMANDS, "viz bert", "viz attention", "viz cross-attention"])
@@ -49,15 +23,6 @@ def test_help_for_every_subcommand(command):
     assert r.stdout.startswith("usage: tinyformer")
     for name in COMMANDS if command is None else []:
         assert name in r.stdout
-
-
-def user_error(capsys, *args: str) -> str:
-    """Run the CLI in-process; assert exit code 2 and exactly one line on stderr; return it."""
-    assert main(list(args)) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    assert err.startswith("tinyformer: error: ")
-    return err
 
 
 def test_config_mistakes_are_one_line_errors(capsys, text_file):
@@ -86,34 +51,6 @@ def test_run_folder_mistakes_are_one_line_errors(capsys, tmp_path):
     assert "does not exist" in user_error(capsys, "sample", str(tmp_path / "nope"))
     (tmp_path / "config.json").write_text("{}")
     assert "is missing tokenizer.json" in user_error(capsys, "info", str(tmp_path))
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> Path:
-    """One ~30-step run on a slice, shared by the end-to-end tests below."""
-    src = os.environ.get("TINYFORMER_DATA")
-    from tests.conftest import SYNTHETIC
-
-    text = Path(src).read_text(encoding="utf-8")[:60_000] if src else SYNTHETIC * 3
-    root = tmp_path_factory.mktemp("e2e")
-    (root / "slice.txt").write_text(text, encoding="utf-8")
-    r = cli(
-        "train",
-        "gpt",
-        "--data",
-        str(root / "slice.txt"),
-        *TINY,
-        *FAST,
-        "--set",
-        "train.max_iters=30",
-        "--set",
-        "sample.tokens=50",
-        "--out",
-        str(root / "run"),
-    )
-    assert r.returncode == 0, r.stderr
-    assert "done: step 30" in r.stdout
-    return root / "run"
 
 
 @pytest.mark.slow
@@ -310,34 +247,6 @@ def test_viz_bert_user_errors(capsys):
     assert "the sentence is empty" in user_error(capsys, *s, "   ")
     assert "more than the model's maximum 512" in user_error(capsys, *s, "bird " * 600)
     assert "its tokens are: [CLS] a bird [SEP]" in user_error(capsys, *s, "a bird", "--flow-to", "cat")
-
-
-@pytest.fixture(scope="module")
-def reversal_run(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("rev") / "run"
-    r = cli(
-        "train",
-        "reverse",
-        "--set",
-        "model.d_model=32",
-        "--set",
-        "model.d_ff=64",
-        "--set",
-        "data.n_train=500",
-        "--set",
-        "data.n_val=50",
-        "--set",
-        "train.max_iters=20",
-        "--set",
-        "train.eval_interval=10",
-        "--device",
-        "cpu",
-        "--out",
-        str(out),
-    )
-    assert r.returncode == 0, r.stderr
-    assert "exact_match" in r.stdout
-    return out
 
 
 @pytest.mark.slow

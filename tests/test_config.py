@@ -78,3 +78,31 @@ def test_every_preset_resolves_and_the_gpu_preset_is_the_10m_model():
             config.model.vocab_size = 65
             assert round(param_count(config.model) / 1e6, 1) == 10.8  # ~10.7M without the position table
             assert (config.model.block_size, config.train.batch_size, config.train.max_iters) == (256, 64, 5000)
+
+
+def test_renamed_keys_fail_with_a_hint_naming_the_new_key():
+    from tinyformer.tasks import ClassifyTask, ReverseTask
+
+    def resolve_for(task, override):
+        return cfg.resolve(task.default_config(), [], [override])
+
+    with pytest.raises(UserError, match="'model.d_model' is now 'model.n_embd'"):
+        resolve_for(ReverseTask, "model.d_model=64")
+    with pytest.raises(UserError, match="'model.max_len' is now 'model.block_size'"):
+        resolve_for(ReverseTask, "model.max_len=32")
+    with pytest.raises(UserError, match="'model.max_position' is now 'model.block_size'"):
+        resolve_for(ClassifyTask, "model.max_position=64")
+    with pytest.raises(UserError, match="'data.max_len' is now 'data.seq_len'"):
+        resolve_for(ClassifyTask, "data.max_len=64")
+    assert resolve_for(ReverseTask, "data.max_len=9").data.max_len == 9  # reverse's digits keep their name
+
+
+def test_migrate_reads_a_config_written_before_the_rename():
+    from tinyformer.tasks import ClassifyTask, ReverseTask
+
+    old = {"task": "reverse", "model": {"d_model": 64, "max_len": 32}, "data": {"max_len": 9}}
+    c = cfg.resolve(ReverseTask.default_config(), [cfg.migrate(old, ReverseTask.default_config())], [])
+    assert (c.model.n_embd, c.model.block_size, c.data.max_len) == (64, 32, 9)
+    old = {"task": "classify", "model": {"max_position": 64}, "data": {"max_len": 48}}
+    c = cfg.resolve(ClassifyTask.default_config(), [cfg.migrate(old, ClassifyTask.default_config())], [])
+    assert (c.model.block_size, c.data.seq_len) == (64, 48)

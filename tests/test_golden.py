@@ -26,7 +26,7 @@ RUNS = {
         *("--set", "model.block_size=32", "--set", "train.batch_size=8", "--set", "train.eval_iters=4"),
     ],
     "reverse": [
-        *("--set", "model.d_model=32", "--set", "model.d_ff=64", "--set", "model.n_encoder_layers=1"),
+        *("--set", "model.n_embd=32", "--set", "model.d_ff=64", "--set", "model.n_encoder_layers=1"),
         *("--set", "model.n_decoder_layers=1", "--set", "data.n_train=400", "--set", "data.n_val=40"),
         *("--set", "train.batch_size=16", "--set", "train.warmup_iters=20"),
     ],

@@ -4,6 +4,20 @@ A run's config is a tree of dataclasses. It is built in one direction:
 defaults -> TOML preset -> `--set` overrides -> dataclass constructors, so every
 value passes through `__post_init__` validation exactly once, and an unknown key
 or a value of the wrong type ends in a `UserError` naming it.
+
+Glossary: one name per idea, across every model and task.
+
+    block_size   model: the longest sequence it takes (the rows of its position table; GPT's context)
+    n_embd       model: the width D of every token vector
+    n_layer      model: Transformer blocks (encoder-decoder: n_encoder_layers + n_decoder_layers)
+    n_head       model: attention heads per attention layer
+    d_ff         model: feed-forward width (MiniGPT: mlp_ratio * n_embd)
+    vocab_size   model: tokens in the vocabulary (0 = take it from the tokenizer)
+    seq_len      data: tokens per training example (a window, or a text cut to it), <= model.block_size
+    min_len, max_len   data, reverse only: the shortest and longest digit sequence
+
+Keys renamed to this glossary (`RENAMED`) fail on the command line with a hint
+naming the new key; run folders written before the rename load through `migrate`.
 """
 
 from __future__ import annotations
@@ -19,6 +33,10 @@ from typing import Any
 from tinyformer.errors import UserError
 
 SCHEDULES = ("constant", "cosine", "noam")
+RENAMED = {  # section -> {old key: new key}
+    "model": {"max_position": "block_size", "max_len": "block_size", "d_model": "n_embd"},
+    "data": {"max_len": "seq_len"},  # classify's tokens per text (reverse keeps data.max_len: digits)
+}
 
 
 @dataclass
@@ -190,6 +208,9 @@ def merge(base: dict, updates: dict, where: str = "") -> dict:
     out = dict(base)
     for key, value in updates.items():
         if key not in out:
+            new = RENAMED.get(where.rstrip("."), {}).get(key)
+            if new in out:
+                raise UserError(f"config key {where + key!r} is now {where + new!r} (one glossary for every model)")
             known = ", ".join(sorted(out))
             raise UserError(f"unknown config key {where + key!r}; {_section(where)} keys: {known}")
         if isinstance(out[key], dict):
@@ -198,6 +219,21 @@ def merge(base: dict, updates: dict, where: str = "") -> dict:
             out[key] = merge(out[key], value, f"{where}{key}.")
         else:
             out[key] = value
+    return out
+
+
+def migrate(saved: dict, defaults: RunConfig) -> dict:
+    """A run folder's config.json written before a key was renamed -> the same config in today's names."""
+    out = dict(saved)
+    for section, renames in RENAMED.items():
+        values, fields = out.get(section), to_dict(defaults).get(section, {})
+        if not isinstance(values, dict):
+            continue
+        values = dict(values)
+        for old, new in renames.items():
+            if old in values and old not in fields and new in fields and new not in values:
+                values[new] = values.pop(old)
+        out[section] = values
     return out
 
 

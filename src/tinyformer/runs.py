@@ -59,7 +59,8 @@ def read_config(path: Path, overrides: list[str] = ()) -> tuple[cfg.RunConfig, t
     """The resolved config saved in a run folder (+ optional `--set` overrides) and its task class."""
     saved = ckpt.load_json(path / ckpt.CONFIG)
     task_cls = get_task(saved.get("task") if isinstance(saved, dict) else None)
-    return cfg.resolve(task_cls.default_config(), [saved], overrides), task_cls
+    defaults = task_cls.default_config()
+    return cfg.resolve(defaults, [cfg.migrate(saved, defaults)], overrides), task_cls
 
 
 def prepare_run(

@@ -21,9 +21,9 @@ IDS = dict(bos_id=BOS, eos_id=EOS, pad_id=PAD)
 class Rigged(nn.Module):
     """The encode/decode API of Seq2SeqTransformer; memory is the one-hot source. Counts calls, records eval mode."""
 
-    def __init__(self, max_len: int = 20) -> None:
+    def __init__(self, block_size: int = 20) -> None:
         super().__init__()
-        self.config = Seq2SeqConfig(max_len=max_len)
+        self.config = Seq2SeqConfig(block_size=block_size)
         self.encode_calls, self.decode_calls, self.modes = 0, 0, set()
 
     def encode(self, src: torch.Tensor, *, need_weights: bool = False) -> EncodedSource:
@@ -69,7 +69,7 @@ REVERSED = [[5, 4, 3, EOS, PAD, PAD], [7, EOS, PAD, PAD, PAD, PAD], [12, 11, 10,
 
 
 def test_greedy_reverses_pads_after_eos_and_stops_when_every_row_is_done():
-    model = Reverser(max_len=20)
+    model = Reverser(block_size=20)
     out = greedy_decode(model, SOURCES, **IDS)
     assert out.tolist() == REVERSED
     assert model.decode_calls == 6  # the longest row needs 6 tokens; the budget was 19
@@ -146,7 +146,7 @@ def real_model_and_sources() -> tuple[nn.Module, torch.Tensor]:
     """A random Seq2SeqTransformer that, like a trained one, never predicts PAD or BOS, with EOS raised a little
     so that some rows finish (at different steps) and others run to max_new."""
     torch.manual_seed(0)
-    model = build_seq2seq(Seq2SeqConfig(d_model=32, n_head=4, d_ff=64, dropout=0.0))
+    model = build_seq2seq(Seq2SeqConfig(n_embd=32, n_head=4, d_ff=64, dropout=0.0))
     with torch.no_grad():
         model.head.bias[[PAD, BOS]] = -10.0
         model.head.bias[EOS] += 0.5
@@ -160,7 +160,7 @@ def test_beam_one_is_greedy_on_a_real_model():
     greedy = greedy_decode(model, src, **IDS)
     ends = {row.index(EOS) + 1 if EOS in row else None for row in greedy.tolist()}
     assert len(ends) > 3 and None in ends  # rows end at varied steps, and some never (cut at max_new)
-    assert greedy.shape[1] == model.config.max_len - 1
+    assert greedy.shape[1] == model.config.block_size - 1
     assert torch.equal(beam_search(model, src, beam=1, **IDS), greedy)
 
 

@@ -143,9 +143,9 @@ def test_config_validation_names_the_bad_field(kw, message):
     assert str(e.value) == message
 
 
-def test_input_longer_than_max_position_is_refused():
-    model = BertEncoder(BertConfig(vocab_size=10, max_position=8, n_layer=1, n_head=2, n_embd=8, d_ff=16))
-    with pytest.raises(ValueError, match="sequence length 9 exceeds max_position=8"):
+def test_input_longer_than_block_size_is_refused():
+    model = BertEncoder(BertConfig(vocab_size=10, block_size=8, n_layer=1, n_head=2, n_embd=8, d_ff=16))
+    with pytest.raises(ValueError, match="sequence length 9 exceeds block_size=8"):
         model(torch.zeros(1, 9, dtype=torch.long))
 
 
@@ -189,7 +189,7 @@ def test_mlm_loss_counts_only_chosen_positions_and_decoder_is_tied():
     from tinyformer.models.bert import BertForMaskedLM
 
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=50, max_position=16, n_layer=2, n_head=2, n_embd=16, d_ff=32, dropout=0.0)
+    cfg = BertConfig(vocab_size=50, block_size=16, n_layer=2, n_head=2, n_embd=16, d_ff=32, dropout=0.0)
     m = BertForMaskedLM(cfg).eval()
     ids = torch.randint(5, 50, (3, 10))
     labels = torch.full_like(ids, IGNORE)
@@ -212,7 +212,7 @@ def test_rope_encoder_sees_word_order_and_has_no_position_table():
     from tinyformer.models.bert import BertEncoder
 
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=50, max_position=16, n_layer=2, n_head=2, n_embd=16, d_ff=32, dropout=0.0)
+    cfg = BertConfig(vocab_size=50, block_size=16, n_layer=2, n_head=2, n_embd=16, d_ff=32, dropout=0.0)
     rope = BertEncoder(dataclasses.replace(cfg, positions="rope")).eval()
     assert not hasattr(rope, "pos_emb") and rope.rope is not None
     for block in rope.blocks:  # sharp attention, so that where a key sits can matter

@@ -6,7 +6,7 @@ from tinyformer.models.bert import BertConfig, BertForMaskedLM
 from tinyformer.models.classifier import ClassifierConfig, TextClassifier, load_encoder_from
 
 V = 30
-SMALL = dict(vocab_size=V, labels=["a", "b", "c", "d"], n_embd=16, n_layer=2, n_head=2, d_ff=32, max_position=32)
+SMALL = dict(vocab_size=V, labels=["a", "b", "c", "d"], n_embd=16, n_layer=2, n_head=2, d_ff=32, block_size=32)
 SMALL |= dict(hidden=16, kernel_sizes=[2, 3], n_filters=8, dropout=0.0)
 KINDS = [
     dict(encoder="transformer", pooling="mean"),
@@ -72,7 +72,7 @@ def test_only_the_transformer_returns_attention_maps():
 
 
 def test_encoder_loads_from_a_masked_lm_and_mismatches_are_named():
-    mlm_config = BertConfig(vocab_size=V, max_position=32, n_layer=2, n_head=2, n_embd=16, d_ff=32, positions="rope")
+    mlm_config = BertConfig(vocab_size=V, block_size=32, n_layer=2, n_head=2, n_embd=16, d_ff=32, positions="rope")
     torch.manual_seed(5)
     mlm = BertForMaskedLM(mlm_config)
     clf = model(encoder="transformer")

@@ -9,7 +9,7 @@ from tinyformer.errors import UserError
 from tinyformer.models.seq2seq import Seq2SeqConfig, build_seq2seq, seq2seq_loss
 
 PAD, BOS, EOS = 0, 1, 2
-TINY = dict(max_len=32, d_model=32, n_head=4, d_ff=64, n_encoder_layers=2, n_decoder_layers=2, dropout=0.0)
+TINY = dict(block_size=32, n_embd=32, n_head=4, d_ff=64, n_encoder_layers=2, n_decoder_layers=2, dropout=0.0)
 VARIANTS = [{}, {"backend": "manual"}, {"norm_first": False}, {"ffn": "swiglu"}]
 
 
@@ -173,12 +173,12 @@ def test_overfits_a_few_reversals():
 def test_errors_name_the_bad_value():
     model = tiny()
     src, tgt = batch()
-    with pytest.raises(ValueError, match="source length 33 exceeds max_len=32"):
+    with pytest.raises(ValueError, match="source length 33 exceeds block_size=32"):
         model(torch.ones(1, 33, dtype=torch.long), tgt[:1])
-    with pytest.raises(ValueError, match="target length 40 exceeds max_len=32"):
+    with pytest.raises(ValueError, match="target length 40 exceeds block_size=32"):
         model(src[:1], torch.ones(1, 40, dtype=torch.long))
-    with pytest.raises(UserError, match="model.d_model=30 is not divisible by model.n_head=4"):
-        Seq2SeqConfig(d_model=30)
+    with pytest.raises(UserError, match="model.n_embd=30 is not divisible by model.n_head=4"):
+        Seq2SeqConfig(n_embd=30)
     with pytest.raises(UserError, match="model.pad_id=13"):
         Seq2SeqConfig(pad_id=13)
     with pytest.raises(UserError, match="model.ffn='relu' is not one of gelu, swiglu"):

@@ -14,7 +14,7 @@ from tinyformer.data.subword import SubwordTokenizer
 from tinyformer.errors import UserError
 from tinyformer.runs import load_run
 
-TINY_BERT = ["model.n_layer=1", "model.n_head=2", "model.n_embd=16", "model.d_ff=32", "model.max_position=32"]
+TINY_BERT = ["model.n_layer=1", "model.n_head=2", "model.n_embd=16", "model.d_ff=32", "model.block_size=32"]
 FAST = ["train.max_iters=6", "train.eval_interval=3", "train.batch_size=4", "train.log_interval=2", "train.device=cpu"]
 
 
@@ -102,7 +102,7 @@ def test_classify_trains_on_a_table_and_scores_its_test_split(tmp_path, encoder,
     data = labelled_csv(tmp_path / "easy.csv", 60)
     out = tmp_path / encoder
     fast = [
-        "data.max_len=32",
+        "data.seq_len=32",
         "train.max_iters=60",
         "train.eval_interval=20",
         "train.batch_size=8",
@@ -134,7 +134,7 @@ def test_pretrained_init_copies_the_masked_lm_encoder(mlm_run, tmp_path):
     from tinyformer.tasks.classify import ClassifyTask
 
     data = labelled_csv(tmp_path / "t.csv")
-    overrides = ["model.n_layer=1", "data.max_len=24", *TINY_BERT[1:], f"model.init_from={json.dumps(str(mlm_run))}"]
+    overrides = ["model.n_layer=1", "data.seq_len=24", *TINY_BERT[1:], f"model.init_from={json.dumps(str(mlm_run))}"]
     config, task_cls, _, _ = prepare_run("classify", [], [f"data.path={json.dumps(str(data))}", *overrides])
     task = ClassifyTask.prepare(config)
     assert task.tokenizer.vocab_size == SubwordTokenizer.load(mlm_run / "tokenizer.json").vocab_size
@@ -146,7 +146,7 @@ def test_pretrained_init_copies_the_masked_lm_encoder(mlm_run, tmp_path):
     task.config.model.n_embd = 32  # a size that does not match the masked-LM run
     with pytest.raises(UserError, match="n_embd"):
         task.init_model(task.build_model(), load_run(mlm_run))
-    task.config.model.n_embd, task.config.data.max_len = 16, 32  # longer than the masked LM's training windows
+    task.config.model.n_embd, task.config.data.seq_len = 16, 32  # longer than the masked LM's training windows
     with pytest.raises(UserError, match="never trained"):
         task.init_model(task.build_model(), load_run(mlm_run))
 
@@ -162,7 +162,7 @@ def test_finish_scores_the_best_validation_weights(tmp_path, monkeypatch):
     monkeypatch.setattr(ClassifyTask, "finish", lambda self, m, d: seen.update(m.state_dict()) or finish(self, m, d))
     monkeypatch.setattr(ClassifyTask, "evaluate", lambda *a: dict(zip(("loss", "error"), next(evals), strict=True)))
     data, out = labelled_csv(tmp_path / "t.csv"), tmp_path / "run"
-    fast = ["data.max_len=32", "train.max_iters=12", "train.eval_interval=4", "train.device=cpu"]
+    fast = ["data.seq_len=32", "train.max_iters=12", "train.eval_interval=4", "train.device=cpu"]
     assert main(["train", "classify", "--data", str(data), "--out", str(out), *sets(*TINY_BERT, *fast)]) == 0
     best, latest = load_file(out / "best.safetensors"), load_file(out / "model.safetensors")
     assert all(torch.equal(seen[k], best[k]) for k in best)

@@ -32,7 +32,7 @@ def test_exact_match_needs_the_whole_sequence():
 
 
 def small_run(tmp_path, impl="tinyformer", steps=800):
-    model = Seq2SeqConfig(d_model=64, n_head=4, d_ff=128, dropout=0.0, attn_dropout=0.0, max_len=16, impl=impl)
+    model = Seq2SeqConfig(n_embd=64, n_head=4, d_ff=128, dropout=0.0, attn_dropout=0.0, block_size=16, impl=impl)
     data = ReversalConfig(min_len=3, max_len=5, n_train=64, n_val=64)
     train = TrainConfig(
         max_iters=steps,
@@ -64,7 +64,7 @@ def test_torch_baseline_is_causal_and_ignores_source_padding():
     from tinyformer.models.torch_seq2seq import TorchSeq2Seq
 
     torch.manual_seed(0)
-    m = TorchSeq2Seq(Seq2SeqConfig(d_model=32, n_head=4, d_ff=64, dropout=0.0)).eval()
+    m = TorchSeq2Seq(Seq2SeqConfig(n_embd=32, n_head=4, d_ff=64, dropout=0.0)).eval()
     src = torch.tensor([[5, 6, 7, EOS]])
     tgt = torch.tensor([[1, 7, 6, 5, EOS]])
     a = m(src, tgt).logits

@@ -154,7 +154,7 @@ def test_encoder_decoder_capture_gives_all_three_attentions(tmp_path):
     from tinyformer.models.seq2seq import Seq2SeqConfig, build_seq2seq
 
     torch.manual_seed(0)
-    model = build_seq2seq(Seq2SeqConfig(d_model=32, n_head=4, d_ff=64, dropout=0.0))
+    model = build_seq2seq(Seq2SeqConfig(n_embd=32, n_head=4, d_ff=64, dropout=0.0))
     labels = DigitTokenizer()  # PAD BOS EOS 0-9
     src = torch.tensor([[10, 6, 3, 12, 8, 2, 0, 0]])  # 7 3 0 9 5 EOS PAD PAD
     tgt = torch.tensor([[1, 8, 12, 3, 6, 10]])  # BOS 5 9 0 3 7

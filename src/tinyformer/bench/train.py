@@ -43,10 +43,9 @@ def _measure_tinyformer(config, iters: int) -> list[float]:
     from tinyformer.train.trainer import Trainer
 
     torch.manual_seed(config.train.seed)
-    task = GPTTask(config)
-    model = GPTTask.build_model(config.model)
+    task = GPTTask.prepare(config)
     with tempfile.TemporaryDirectory() as run_dir:
-        trainer = Trainer(model, task, config.train, run_dir, progress=False)
+        trainer = Trainer(task.build_model(), task, config.train, run_dir, progress=False)
         trainer.fit(until=WARMUP + iters)  # stops before any evaluation
         return trainer.step_seconds[WARMUP:]
 
@@ -56,8 +55,8 @@ def _measure_reference(config, iters: int) -> list[float]:
     from tinyformer.tasks import GPTTask
 
     torch.manual_seed(config.train.seed)
-    task = GPTTask(config)  # the same data and batches
-    m, c = config.model, config.train
+    task = GPTTask.prepare(config)  # the same data and batches
+    m, c = task.config.model, config.train
     model = RefGPT(m.vocab_size, m.block_size, m.n_embd, m.n_head, m.n_layer, m.dropout)
     opt = reference_optimizer(model, c.lr)
     g = torch.Generator().manual_seed(c.seed)

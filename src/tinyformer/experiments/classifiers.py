@@ -50,7 +50,7 @@ CLS_QUICK = [
     "model.d_ff=64",
     "model.hidden=32",
     "model.n_filters=16",
-    "data.max_len=32",
+    "data.seq_len=32",
     "train.max_iters=20",
     "train.eval_interval=10",
     "train.warmup_iters=5",
@@ -105,11 +105,11 @@ def test_scores(r: CellResult) -> dict:
 def inference_speed(task: ClassifyTask, r: CellResult, repeats: int = 3) -> float:
     """Test-split examples per second, batches of 64, median of `repeats` passes (after one warm-up pass)."""
     model = r.run.model.eval()
-    task.predict(model, "test")
+    task.logits(model, "test")
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        task.predict(model, "test")
+        task.logits(model, "test")
         times.append(time.perf_counter() - t0)
     return len(task.splits["test"]) / statistics.median(times)
 
@@ -184,7 +184,7 @@ def plot_accuracy_vs_params(rows: list[dict], majority: float, png: Path) -> Pat
 
 
 def write_report(mlm: CellResult, results: list[CellResult], folder: Path, quick: bool) -> Path:
-    task = ClassifyTask(results[0].run.config, results[0].run.tokenizer)  # the split every cell shares
+    task = ClassifyTask.prepare(results[0].run.config, results[0].run.tokenizer)  # the split every cell shares
     rows = rows_of(results, task)
     base = task.majority("test")
     plot_accuracy_vs_params(rows, base["acc"], folder / "accuracy_vs_params.png")
@@ -211,7 +211,7 @@ def setup_text(task: ClassifyTask) -> str:
         f"Task: {len(c.model.labels)} speakers ({', '.join(c.model.labels)}), one example per speech, "
         f"stratified split (seed {c.data.split_seed}): {sizes['train']} train / {sizes['val']} val / "
         f"{sizes['test']} test. Tokenizer: the masked-LM run's WordPiece, {c.model.vocab_size} tokens; texts cut "
-        f"to {c.data.max_len} tokens. Budget for every cell: {c.train.max_iters} steps of batch "
+        f"to {c.data.seq_len} tokens. Budget for every cell: {c.train.max_iters} steps of batch "
         f"{c.train.batch_size}, lr {c.train.lr:g} ({c.train.schedule}, warmup {c.train.warmup_iters}), "
         f"dropout {c.model.dropout}, clipping {c.train.grad_clip}; scored with the best-validation weights."
     )

@@ -49,7 +49,7 @@ def cells(d_ff: int = 512) -> list[Cell]:
             f"SwiGLU feed-forward, hidden 2/3 x {d_ff} = {swiglu}",
         ),
         Cell("torch-transformer", ["model.impl=torch"], "torch.nn.Transformer, same sizes, Pre-Norm"),
-        Cell("extrapolate", ["data.val_max_len=20"], "trained on 3-12 digits, tested on 3-20 (max_len 64)"),
+        Cell("extrapolate", ["data.val_max_len=20"], "trained on 3-12 digits, tested on 3-20 (block_size 64)"),
     ]
 
 
@@ -59,9 +59,9 @@ QUICK = [
     "train.max_iters=24",
     "train.eval_interval=8",
     "train.warmup_iters=8",
-    "model.d_model=32",
+    "model.n_embd=32",
     "model.d_ff=64",
-    "model.max_len=24",
+    "model.block_size=24",
 ]
 
 

@@ -2,10 +2,10 @@
 
 Both run the encoder once per input, then extend the target one token at a time, re-running `decode` over the
 whole prefix each step (sequences are short; there is no KV cache). They use only the model's `encode`, `decode`
-and `config.max_len`, so any model with that API works (`Seq2SeqTransformer`, an `nn.Transformer` baseline).
+and `config.block_size`, so any model with that API works (`Seq2SeqTransformer`, an `nn.Transformer` baseline).
 
 Output format, shared by both: (B, L) generated ids WITHOUT the leading BOS, each row's EOS included and `pad_id`
-after it; L is the longest row. A row that never produces EOS is cut at `max_new` tokens (default max_len - 1).
+after it; L is the longest row. A row that never produces EOS is cut at `max_new` tokens (default block_size - 1).
 
 Beam search keeps K = `beam` alive hypotheses per row, batched over rows and beams as (B*K, t). Each step it
 ranks a row's K*V one-token extensions by summed log-probability and takes the best 2K: an EOS ranked among the
@@ -34,11 +34,11 @@ def length_penalty(length: int, alpha: float) -> float:
 
 
 def _budget(model: nn.Module, max_new: int | None) -> int:
-    """How many tokens to generate at most: `max_new`, or max_len - 1 (BOS + output fit in max_len)."""
-    max_len = model.config.max_len
-    steps = max_len - 1 if max_new is None else max_new
-    if not 0 <= steps <= max_len:
-        raise ValueError(f"max_new={max_new} must be in [0, max_len={max_len}]")
+    """How many tokens to generate at most: `max_new`, or block_size - 1 (BOS + output fit in block_size)."""
+    block = model.config.block_size
+    steps = block - 1 if max_new is None else max_new
+    if not 0 <= steps <= block:
+        raise ValueError(f"max_new={max_new} must be in [0, block_size={block}]")
     return steps
 
 

@@ -46,7 +46,7 @@ BERT_POSITIONS = ("learned", "rope")
 @dataclass
 class BertConfig:
     vocab_size: int = 30522  # tokens in the WordPiece vocabulary; 0 = take it from the tokenizer
-    max_position: int = 512  # longest input (learned positions)
+    block_size: int = 512  # longest input (rows of the learned position table)
     type_vocab_size: int = 2  # segments (sentence A / sentence B)
     n_layer: int = 12  # Transformer blocks
     n_head: int = 12  # attention heads per block
@@ -65,7 +65,7 @@ class BertConfig:
             self,
             "model",
             positive=(
-                "max_position",
+                "block_size",
                 "type_vocab_size",
                 "n_layer",
                 "n_head",
@@ -93,7 +93,7 @@ class BertEncoder(nn.Module):
         c = self.config = config
         self.tok_emb = nn.Embedding(c.vocab_size, c.n_embd)
         if c.positions == "learned":
-            self.pos_emb = nn.Embedding(c.max_position, c.n_embd)
+            self.pos_emb = nn.Embedding(c.block_size, c.n_embd)
         self.rope = Rotary(c.n_embd // c.n_head) if c.positions == "rope" else None
         self.seg_emb = nn.Embedding(c.type_vocab_size, c.n_embd)
         self.ln_emb = nn.LayerNorm(c.n_embd, eps=c.layer_norm_eps)
@@ -116,8 +116,8 @@ class BertEncoder(nn.Module):
     def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         """input_ids (B, T), token_type_ids (B, T) or None (= all segment 0) -> (B, T, D)."""
         B, T = input_ids.shape
-        if T > self.config.max_position:
-            raise ValueError(f"sequence length {T} exceeds max_position={self.config.max_position}")
+        if T > self.config.block_size:
+            raise ValueError(f"sequence length {T} exceeds block_size={self.config.block_size}")
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)  # (B, T)
         x = self.tok_emb(input_ids) + self.seg_emb(token_type_ids)  # (B, T, D)
@@ -148,9 +148,9 @@ class BertEncoder(nn.Module):
 
     def attention_parts(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[AttentionPart]:
         """input_ids, attention_mask (B, T) -> the bidirectional self-attention of every block, for the views."""
-        if input_ids.size(1) > self.config.max_position:
+        if input_ids.size(1) > self.config.block_size:
             raise UserError(
-                f"the text has {input_ids.size(1)} tokens, more than the model's maximum {self.config.max_position}"
+                f"the text has {input_ids.size(1)} tokens, more than the model's maximum {self.config.block_size}"
             )
         out = self(input_ids, attention_mask, need_weights=True)
         return [AttentionPart("self", "self", out.attentions, input_ids, input_ids)]
@@ -222,7 +222,7 @@ def config_from_hf(hf: dict, *, backend: str = "sdpa") -> BertConfig:
         raise UserError(f"position_embedding_type={hf['position_embedding_type']!r} is not supported; only 'absolute'")
     return BertConfig(
         vocab_size=hf["vocab_size"],
-        max_position=hf["max_position_embeddings"],
+        block_size=hf["max_position_embeddings"],
         type_vocab_size=hf["type_vocab_size"],
         n_layer=hf["num_hidden_layers"],
         n_head=hf["num_attention_heads"],

@@ -43,7 +43,7 @@ class ClassifierConfig:
     n_layer: int = 4  # Transformer blocks or stacked recurrent layers
     n_head: int = 4  # transformer: attention heads
     d_ff: int = 512  # transformer: feed-forward width
-    max_position: int = 128  # transformer: longest input
+    block_size: int = 128  # transformer: longest input
     positions: str = "rope"  # transformer: "rope" (rotary) or "learned" (BERT's table)
     pooling: str = "mean"  # transformer: "mean" over real tokens or the "cls" position
     backend: str = "sdpa"  # transformer: attention backend
@@ -59,7 +59,7 @@ class ClassifierConfig:
         check_fields(
             self,
             "model",
-            positive=("n_embd", "n_layer", "n_head", "d_ff", "max_position", "hidden", "n_filters"),
+            positive=("n_embd", "n_layer", "n_head", "d_ff", "block_size", "hidden", "n_filters"),
             fractions=("dropout",),
             choices={"encoder": ENCODERS, "pooling": POOLINGS, "backend": BACKENDS},
             divisible=("n_embd", "n_head") if self.encoder == "transformer" else None,
@@ -71,7 +71,7 @@ class ClassifierConfig:
         """The encoder's config when `encoder` is "transformer" (also what a masked-LM run must match)."""
         return BertConfig(
             vocab_size=self.vocab_size,
-            max_position=self.max_position,
+            block_size=self.block_size,
             n_layer=self.n_layer,
             n_head=self.n_head,
             n_embd=self.n_embd,
@@ -151,7 +151,7 @@ def load_encoder_from(model: TextClassifier, mlm_state: dict[str, torch.Tensor],
     if c.encoder != "transformer":
         raise UserError(f"model.init_from needs model.encoder='transformer', not {c.encoder!r}")
     mine = c.bert()
-    for name in ("vocab_size", "max_position", "n_layer", "n_head", "n_embd", "d_ff", "positions"):
+    for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "d_ff", "positions"):
         if getattr(mine, name) != getattr(mlm_config, name):
             raise UserError(
                 f"the masked-LM run has {name}={getattr(mlm_config, name)}, this classifier {getattr(mine, name)}; "

@@ -45,8 +45,8 @@ IMPLS = ("tinyformer", "torch")
 class Seq2SeqConfig:
     vocab_size: int = 13  # tokens, shared by source and target (reversal: PAD 0, BOS 1, EOS 2, digits 3-12)
     pad_id: int = 0  # padding id: hidden from attention as a key and ignored by the loss
-    max_len: int = 64  # longest source or target sequence (rows of the position table)
-    d_model: int = 128  # model width D
+    block_size: int = 64  # longest source or target sequence (rows of the position table)
+    n_embd: int = 128  # model width D
     n_head: int = 4  # attention heads per attention layer
     d_ff: int = 512  # feed-forward width
     n_encoder_layers: int = 2  # encoder blocks
@@ -64,7 +64,7 @@ class Seq2SeqConfig:
         check_fields(
             self,
             "model",
-            positive=("vocab_size", "max_len", "d_model", "n_head", "d_ff", "n_encoder_layers", "n_decoder_layers"),
+            positive=("vocab_size", "block_size", "n_embd", "n_head", "d_ff", "n_encoder_layers", "n_decoder_layers"),
             fractions=("dropout", "attn_dropout"),
             choices={
                 "ffn": FFN_KINDS,
@@ -73,12 +73,12 @@ class Seq2SeqConfig:
                 "backend": BACKENDS,
                 "impl": IMPLS,
             },
-            divisible=("d_model", "n_head"),
+            divisible=("n_embd", "n_head"),
         )
         if not 0 <= self.pad_id < self.vocab_size:
             raise UserError(f"model.pad_id={self.pad_id} must be in [0, model.vocab_size={self.vocab_size})")
-        if self.positions == "sinusoidal" and self.d_model % 2:
-            raise UserError(f"model.d_model={self.d_model} must be even for sinusoidal positions")
+        if self.positions == "sinusoidal" and self.n_embd % 2:
+            raise UserError(f"model.n_embd={self.n_embd} must be even for sinusoidal positions")
 
 
 class Embedder(nn.Module):
@@ -86,9 +86,9 @@ class Embedder(nn.Module):
 
     def __init__(self, c: Seq2SeqConfig) -> None:
         super().__init__()
-        self.tok = nn.Embedding(c.vocab_size, c.d_model)
-        self.scale = math.sqrt(c.d_model)
-        pe = sinusoidal_table(c.max_len, c.d_model) if c.positions == "sinusoidal" else None
+        self.tok = nn.Embedding(c.vocab_size, c.n_embd)
+        self.scale = math.sqrt(c.n_embd)
+        pe = sinusoidal_table(c.block_size, c.n_embd) if c.positions == "sinusoidal" else None
         self.register_buffer("pe", pe, persistent=False)  # fixed, rebuilt from the config: not in the state_dict
         self.drop = nn.Dropout(c.dropout)
 
@@ -148,11 +148,11 @@ def seq2seq_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int) -> tor
     return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=pad_id)  # (B*T, V) vs (B*T,)
 
 
-def _check_ids(what: str, ids: torch.Tensor, max_len: int) -> None:
+def _check_ids(what: str, ids: torch.Tensor, block_size: int) -> None:
     if ids.dim() != 2:
         raise ValueError(f"{what} ids must have shape (B, L), got {tuple(ids.shape)}")
-    if ids.size(1) > max_len:
-        raise ValueError(f"{what} length {ids.size(1)} exceeds max_len={max_len}")
+    if ids.size(1) > block_size:
+        raise ValueError(f"{what} length {ids.size(1)} exceeds block_size={block_size}")
 
 
 class Seq2SeqTransformer(nn.Module):
@@ -167,7 +167,7 @@ class Seq2SeqTransformer(nn.Module):
 
     def encode(self, src: torch.Tensor, *, need_weights: bool = False) -> EncodedSource:
         """src (B, S) token ids padded with `pad_id` -> memory (B, S, D) and src_valid (B, S), computed once."""
-        _check_ids("source", src, self.config.max_len)
+        _check_ids("source", src, self.config.block_size)
         src_valid = src != self.config.pad_id  # (B, S)
         mask = masks.from_key_valid(src_valid)  # (B, 1, 1, S): no query attends to source padding
         memory, attentions = self.encoder(self.embed(src), mask, need_weights)
@@ -177,7 +177,7 @@ class Seq2SeqTransformer(nn.Module):
         self, tgt_in: torch.Tensor, memory: torch.Tensor, src_valid: torch.Tensor, *, need_weights: bool = False
     ) -> Seq2SeqOutput:
         """tgt_in (B, T) (BOS first, padded with `pad_id`), memory (B, S, D), src_valid (B, S) -> logits (B, T, V)."""
-        _check_ids("target", tgt_in, self.config.max_len)
+        _check_ids("target", tgt_in, self.config.block_size)
         if memory.shape[:2] != src_valid.shape or memory.size(0) != tgt_in.size(0):
             raise ValueError(
                 f"shapes disagree: tgt_in {tuple(tgt_in.shape)}, memory {tuple(memory.shape)}, "
@@ -253,14 +253,14 @@ def build_seq2seq(config: Seq2SeqConfig) -> Seq2SeqTransformer:
     kw = dict(dropout=c.dropout, attn_dropout=c.attn_dropout, backend=c.backend, ffn=c.ffn, norm_first=c.norm_first)
 
     def final_norm() -> nn.Module:  # post-norm blocks already end in a LayerNorm
-        return nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
+        return nn.LayerNorm(c.n_embd) if c.norm_first else nn.Identity()
 
-    blocks = [TransformerBlock(c.d_model, c.n_head, c.d_ff, **kw) for _ in range(c.n_encoder_layers)]
+    blocks = [TransformerBlock(c.n_embd, c.n_head, c.d_ff, **kw) for _ in range(c.n_encoder_layers)]
     encoder = Encoder(blocks, final_norm())
     decoder = Decoder(
-        [DecoderBlock(c.d_model, c.n_head, c.d_ff, **kw) for _ in range(c.n_decoder_layers)],
+        [DecoderBlock(c.n_embd, c.n_head, c.d_ff, **kw) for _ in range(c.n_decoder_layers)],
         final_norm(),
     )
-    model = Seq2SeqTransformer(c, Embedder(c), encoder, decoder, nn.Linear(c.d_model, c.vocab_size))
+    model = Seq2SeqTransformer(c, Embedder(c), encoder, decoder, nn.Linear(c.n_embd, c.vocab_size))
     init_weights(model, c.embedding_init)
     return model

@@ -23,7 +23,7 @@ class TorchSeq2Seq(nn.Module):
         c = self.config = config
         self.embed = Embedder(c)
         self.core = nn.Transformer(
-            c.d_model,
+            c.n_embd,
             c.n_head,
             c.n_encoder_layers,
             c.n_decoder_layers,
@@ -33,17 +33,17 @@ class TorchSeq2Seq(nn.Module):
             batch_first=True,
             norm_first=c.norm_first,
         )
-        self.head = nn.Linear(c.d_model, c.vocab_size)
+        self.head = nn.Linear(c.n_embd, c.vocab_size)
         init_weights(self, c.embedding_init)
 
     def encode(self, src: torch.Tensor, *, need_weights: bool = False) -> EncodedSource:
-        _check_ids("source", src, self.config.max_len)
+        _check_ids("source", src, self.config.block_size)
         src_valid = src != self.config.pad_id  # (B, S)
         memory = self.core.encoder(self.embed(src), src_key_padding_mask=~src_valid)  # True = ignore, here only
         return EncodedSource(memory, src_valid, None)
 
     def decode(self, tgt_in, memory, src_valid, *, need_weights: bool = False) -> Seq2SeqOutput:
-        _check_ids("target", tgt_in, self.config.max_len)
+        _check_ids("target", tgt_in, self.config.block_size)
         T = tgt_in.size(1)
         future = ~masks.causal(T, device=tgt_in.device)  # (T, T), True = may NOT attend (nn.Transformer's polarity)
         x = self.core.decoder(

@@ -47,14 +47,14 @@ class ClassifyDataConfig:
     val_fraction: float = 0.1  # per class, share of examples held out for validation
     test_fraction: float = 0.2  # per class, share held out for the final test
     split_seed: int = 0  # seeds the stratified split (independent of train.seed)
-    max_len: int = 128  # tokens per text, [CLS] and [SEP] included; longer texts are cut
+    seq_len: int = 128  # tokens per text, [CLS] and [SEP] included; longer texts are cut
     vocab_size: int = 2000  # WordPiece vocabulary learned from the training texts
     tokenizer: str = ""  # reuse this tokenizer.json (or run folder) instead of learning one
 
     def __post_init__(self) -> None:
-        if self.max_len < 3 or self.speakers < 2 or self.vocab_size < 100:
+        if self.seq_len < 3 or self.speakers < 2 or self.vocab_size < 100:
             raise UserError(
-                f"data.max_len={self.max_len} must be >= 3, data.speakers={self.speakers} >= 2 "
+                f"data.seq_len={self.seq_len} must be >= 3, data.speakers={self.speakers} >= 2 "
                 f"and data.vocab_size={self.vocab_size} >= 100"
             )
         if not (self.val_fraction > 0 and self.test_fraction > 0 and self.val_fraction + self.test_fraction < 1):
@@ -110,7 +110,7 @@ class ClassifyTask(Task):
 
     @classmethod
     def default_config(cls) -> RunConfig:
-        return RunConfig(task="classify", model=ClassifyModelConfig(), data=ClassifyDataConfig(), train=recipe())
+        return RunConfig(task=cls.name, model=ClassifyModelConfig(), data=ClassifyDataConfig(), train=recipe())
 
     @classmethod
     def load_tokenizer(cls, path: Path) -> SubwordTokenizer:
@@ -120,8 +120,8 @@ class ClassifyTask(Task):
     def prepare(cls, config: RunConfig, tokenizer: SubwordTokenizer | None = None) -> ClassifyTask:
         """Read and split the examples, learn or reuse the tokenizer, fix vocab_size and labels to them."""
         d, m = config.data, config.model
-        if m.encoder == "transformer" and d.max_len > m.max_position:
-            raise UserError(f"data.max_len={d.max_len} is longer than model.max_position={m.max_position}")
+        if m.encoder == "transformer" and d.seq_len > m.block_size:
+            raise UserError(f"data.seq_len={d.seq_len} is longer than model.block_size={m.block_size}")
         examples = load_examples(d)
         split = stratified_split(examples.labels, d.val_fraction, d.test_fraction, d.split_seed)
         empty = [name for name, idx in split.items() if not idx]
@@ -145,8 +145,8 @@ class ClassifyTask(Task):
         return TextClassifier(self.config.model)
 
     def _encode(self, s: LabelledTexts) -> tuple[list[list[int]], torch.Tensor]:
-        """-> (per example its ids, [CLS] ... [SEP] cut to max_len; class ids (N,))."""
-        ids = [self.tokenizer.encode(t, self.config.data.max_len) for t in s.texts]
+        """-> (per example its ids, [CLS] ... [SEP] cut to seq_len; class ids (N,))."""
+        ids = [self.tokenizer.encode(t, self.config.data.seq_len) for t in s.texts]
         index = self.index
         return ids, torch.tensor([index[label] for label in s.labels], dtype=torch.long)  # (N,)
 
@@ -158,9 +158,9 @@ class ClassifyTask(Task):
         where = self.config.model.init_from
         if not isinstance(source.model, BertForMaskedLM):
             raise UserError(f"model.init_from={where!r} is a {source.config.task!r} run; it needs a `train mlm` run")
-        if self.config.data.max_len > source.config.data.seq_len:
+        if self.config.data.seq_len > source.config.data.seq_len:
             raise UserError(
-                f"data.max_len={self.config.data.max_len} is longer than the windows of {where!r} "
+                f"data.seq_len={self.config.data.seq_len} is longer than the windows of {where!r} "
                 f"(seq_len={source.config.data.seq_len}): positions past them were never trained"
             )
         load_encoder_from(model, source.model.state_dict(), source.config.model)
@@ -228,7 +228,7 @@ class ClassifyTask(Task):
         """`tinyformer classify`: every label with its probability, most likely first."""
         if not text.strip():
             raise UserError("the text is empty; give the text to label")
-        ids, mask = self.tokenizer.batch([text], self.config.data.max_len)
+        ids, mask = self.tokenizer.batch([text], self.config.data.seq_len)
         with inference(model):
             probs = model(ids.to(model_device(model)), mask.to(model_device(model))).logits[0].softmax(-1)  # (C,)
         return "\n".join(f"{self.config.model.labels[i]:<24} {probs[i]:.4f}" for i in probs.argsort(descending=True))

@@ -46,7 +46,7 @@ class GPTTask(Task):
 
     @classmethod
     def default_config(cls) -> RunConfig:
-        return RunConfig(task="gpt", model=GPTConfig())
+        return RunConfig(task=cls.name, model=GPTConfig())
 
     @classmethod
     def load_tokenizer(cls, path: Path) -> CharTokenizer:

@@ -36,7 +36,7 @@ class MLMDataConfig:
     path: str = ""  # text file; "" = --data, then $TINYFORMER_DATA, then cache/download
     val_fraction: float = 0.1  # last fraction of the text held out for validation
     vocab_size: int = 2000  # WordPiece vocabulary learned from the training split (specials included)
-    seq_len: int = 128  # tokens per window, [CLS] and [SEP] included (= max_position: every position is trained)
+    seq_len: int = 128  # tokens per window, [CLS] and [SEP] included (= model.block_size: every position is trained)
     mask_prob: float = 0.15  # fraction of non-special tokens chosen for prediction
 
     def __post_init__(self) -> None:
@@ -50,7 +50,7 @@ class MLMDataConfig:
 
 def small_bert() -> BertConfig:
     """4 layers x 4 heads x 128 wide, up to 128 tokens, rotary positions (see `tinyformer.models.bert`)."""
-    return BertConfig(vocab_size=0, max_position=128, n_layer=4, n_head=4, n_embd=128, d_ff=512, positions="rope")
+    return BertConfig(vocab_size=0, block_size=128, n_layer=4, n_head=4, n_embd=128, d_ff=512, positions="rope")
 
 
 def pretrain_recipe() -> TrainConfig:
@@ -79,7 +79,7 @@ class MLMTask(Task):
 
     @classmethod
     def default_config(cls) -> RunConfig:
-        return RunConfig(task="mlm", model=small_bert(), data=MLMDataConfig(), train=pretrain_recipe())
+        return RunConfig(task=cls.name, model=small_bert(), data=MLMDataConfig(), train=pretrain_recipe())
 
     @classmethod
     def load_tokenizer(cls, path: Path) -> SubwordTokenizer:
@@ -89,8 +89,8 @@ class MLMTask(Task):
     def prepare(cls, config: RunConfig, tokenizer: SubwordTokenizer | None = None) -> MLMTask:
         """Split the text by position, learn (or reuse) the WordPiece vocabulary, mask the held-out windows once."""
         d = config.data
-        if d.seq_len > config.model.max_position:
-            raise UserError(f"data.seq_len={d.seq_len} is longer than model.max_position={config.model.max_position}")
+        if d.seq_len > config.model.block_size:
+            raise UserError(f"data.seq_len={d.seq_len} is longer than model.block_size={config.model.block_size}")
         text = read_text(resolve_path(d.path or None))
         cut = int(len(text) * (1 - d.val_fraction))
         train_text, val_text = text[:cut], text[cut:]
@@ -169,8 +169,8 @@ def fill_mask(model: BertForMaskedLM, tokenizer: SubwordTokenizer, text: str, k:
     ids = tokenizer.encode(text)
     if MASK_ID not in ids:
         raise UserError(f"the text {text!r} has no [MASK]; write [MASK] where a word should be filled in")
-    if len(ids) > model.config.max_position:
-        raise UserError(f"the text has {len(ids)} tokens, more than the model's maximum {model.config.max_position}")
+    if len(ids) > model.config.block_size:
+        raise UserError(f"the text has {len(ids)} tokens, more than the model's maximum {model.config.block_size}")
     if k <= 0:
         raise UserError(f"--top {k} must be > 0")
     with inference(model):

@@ -63,7 +63,7 @@ class ReverseTask(Task):
 
     @classmethod
     def default_config(cls) -> RunConfig:
-        return RunConfig(task="reverse", model=Seq2SeqConfig(), data=ReversalConfig(), train=seed_recipe_train())
+        return RunConfig(task=cls.name, model=Seq2SeqConfig(), data=ReversalConfig(), train=seed_recipe_train())
 
     @classmethod
     def load_tokenizer(cls, path: Path) -> DigitTokenizer:
@@ -73,14 +73,20 @@ class ReverseTask(Task):
     def prepare(cls, config: RunConfig, tokenizer: DigitTokenizer | None = None) -> ReverseTask:
         """Generate the training and held-out sequences (each split from its own seed)."""
         d, m = config.data, config.model
-        if m.max_len < d.longest + 2:
+        if m.block_size < d.longest + 2:
             raise UserError(
-                f"model.max_len={m.max_len} is too short for sequences of {d.longest} digits (needs >= {d.longest + 2})"
+                f"model.block_size={m.block_size} is too short for sequences of {d.longest} digits "
+                f"(needs >= {d.longest + 2})"
             )
         task = cls(config, tokenizer or DigitTokenizer())
-        task.train = make_split(d.n_train, d.min_len, d.max_len, d.seed, d.variant, d.longest)
-        task.val = held_out_split(d)
+        task.train = task.split(d.n_train, d.seed, d.max_len)
+        task.val = task.split(d.n_val, d.seed + 1, d.val_max_len or d.max_len)
         return task
+
+    def split(self, n: int, seed: int, max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """`n` sequences of min_len..max_len digits from `seed`: source (n, S), target (n, S + 1) (BOS first)."""
+        d = self.config.data
+        return make_split(n, d.min_len, max_len, seed, d.variant, d.longest)
 
     def build_model(self) -> nn.Module:
         if self.config.model.impl == "torch":
@@ -111,7 +117,8 @@ class ReverseTask(Task):
         """Exact match, token accuracy and loss on `n` held-out sequences, and exact match per length."""
         if n <= 0 or beam <= 0:
             raise UserError(f"--n {n} and --beam {beam} must be > 0")
-        r = evaluate_split(model, *held_out_split(self.config.data, n), beam=beam)
+        d = self.config.data
+        r = evaluate_split(model, *self.split(n, d.seed + 1, d.val_max_len or d.max_len), beam=beam)
         how = "greedy" if beam == 1 else f"beam {beam}"
         lines = [
             f"{n} held-out sequences, {how}: exact match {r['exact_match']:.4f}, "
@@ -135,11 +142,6 @@ class ReverseTask(Task):
 
     def alignment(self, model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> float:
         return cross_alignment(model, inputs[0], self.config.data.variant)[0]
-
-
-def held_out_split(d: ReversalConfig, n: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The held-out sequences: `n` (default data.n_val) from seed + 1, up to val_max_len digits."""
-    return make_split(n or d.n_val, d.min_len, d.val_max_len or d.max_len, d.seed + 1, d.variant, d.longest)
 
 
 def decode(model: nn.Module, src: torch.Tensor, beam: int = 1, max_new: int | None = None) -> torch.Tensor:
