@@ -15,6 +15,7 @@ import torch
 from safetensors.torch import load_model, save_model
 from torch import nn
 
+from tinyformer.device import model_device
 from tinyformer.errors import UserError
 from tinyformer.files import atomic_write
 
@@ -57,7 +58,7 @@ def load_weights(model: nn.Module, path: Path) -> None:
     if not Path(path).is_file():
         raise UserError(f"{path} is missing")
     try:
-        load_model(model, str(path), device=str(next(model.parameters()).device))
+        load_model(model, str(path), device=str(model_device(model)))
     except Exception as e:  # safetensors raises its own error type for corrupt files
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(f"{path} is corrupt or does not fit the model in config.json: {first}") from None
