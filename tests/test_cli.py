@@ -140,7 +140,7 @@ def test_corrupt_checkpoint_is_a_one_line_error(trained, tmp_path, capsys):
     broken = tmp_path / "broken"
     shutil.copytree(trained, broken)
     (broken / "best.safetensors").write_bytes(b"garbage")
-    assert "best.safetensors is corrupt" in user_error(capsys, "sample", str(broken))
+    assert "best.safetensors is not a readable safetensors file" in user_error(capsys, "sample", str(broken))
 
 
 @pytest.mark.slow

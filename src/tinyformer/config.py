@@ -23,6 +23,7 @@ naming the new key; run folders written before the rename load through `migrate`
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 import types
 import typing
@@ -31,8 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from tinyformer.errors import UserError
+from tinyformer.files import input_file
 
 SCHEDULES = ("constant", "cosine", "noam")
+MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-3, 1e3  # below: logits / T overflows; use 0 for greedy
 RENAMED = {  # section -> {old key: new key}
     "model": {"max_position": "block_size", "max_len": "block_size", "d_model": "n_embd"},
     "data": {"max_len": "seq_len"},  # classify's tokens per text (reverse keeps data.max_len: digits)
@@ -73,15 +76,18 @@ class TrainConfig:
     dist_timeout: float = 300.0  # torchrun: seconds a rank waits for the others (to join, or at any collective)
 
     def __post_init__(self) -> None:
-        for name in ("max_iters", "batch_size", "grad_accum", "eval_interval", "log_interval"):
+        for name in ("max_iters", "batch_size", "grad_accum", "eval_interval", "log_interval", "eval_iters"):
             _positive(f"train.{name}", getattr(self, name))
-        _positive("train.eval_iters", self.eval_iters)
-        _positive("train.lr", self.lr)
-        _positive("train.dist_timeout", self.dist_timeout)
+        for name in ("lr", "eps", "dist_timeout"):
+            _positive(f"train.{name}", getattr(self, name))
+        for name in ("beta1", "beta2"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise UserError(f"train.{name}={getattr(self, name)} must be in [0, 1)")
         if self.schedule not in SCHEDULES:
             raise UserError(f"train.schedule={self.schedule!r} is not one of {', '.join(SCHEDULES)}")
-        if self.warmup_iters < 0 or self.min_lr < 0 or self.grad_clip < 0:
+        if not (self.warmup_iters >= 0 and self.min_lr >= 0 and self.grad_clip >= 0):
             raise UserError("train.warmup_iters, train.min_lr and train.grad_clip must be >= 0")
+        check_seed("train.seed", self.seed)
 
 
 @dataclass
@@ -94,11 +100,17 @@ class SampleConfig:
     seed: int = 1  # sampling generator seed
 
     def __post_init__(self) -> None:
-        if self.temperature < 0 or self.top_k < 0 or not 0.0 < self.top_p <= 1.0:
+        if not (self.temperature == 0 or MIN_TEMPERATURE <= self.temperature <= MAX_TEMPERATURE):
             raise UserError(
-                f"sample: temperature={self.temperature} and top_k={self.top_k} must be >= 0, "
-                f"top_p={self.top_p} must be in (0, 1]"
+                f"temperature={self.temperature} must be 0 (greedy) or in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}]"
             )
+        if self.top_k < 0 or not 0.0 < self.top_p <= 1.0:
+            raise UserError(f"top_k={self.top_k} must be >= 0 and top_p={self.top_p} in (0, 1]")
+        if self.tokens < 0:
+            raise UserError(f"tokens={self.tokens} must be >= 0")
+        if not self.prompt:
+            raise UserError("the prompt is empty; give at least one character (e.g. --prompt $'\\n')")
+        check_seed("sample seed", self.seed)
 
 
 @dataclass
@@ -139,8 +151,16 @@ def check_fields(
 
 
 def _positive(name: str, value: float) -> None:
+    if not math.isfinite(value):
+        raise UserError(f"{name}={value} is not a finite number")
     if value <= 0:
         raise UserError(f"{name}={value} must be > 0")
+
+
+def check_seed(name: str, value: int) -> None:
+    """Seeds must fit the generators: torch takes [-2**63, 2**64)."""
+    if not -(2**63) <= value < 2**64:
+        raise UserError(f"{name}={value} is outside the range a generator takes, [-2**63, 2**64)")
 
 
 def _section(where: str) -> str:
@@ -182,6 +202,8 @@ def _check_type(path: str, value: Any, kind: Any) -> Any:
     allowed = typing.get_args(kind) if isinstance(kind, types.UnionType) else (kind,)
     if value is None and type(None) in allowed:
         return None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UserError(f"{path}={value} is not a finite number")
     for t in allowed:
         if t is float and isinstance(value, int) and not isinstance(value, bool):
             return float(value)
@@ -238,9 +260,7 @@ def migrate(saved: dict, defaults: RunConfig) -> dict:
 
 
 def load_toml(path: str | Path) -> dict:
-    p = Path(path)
-    if not p.is_file():
-        raise UserError(f"config file {str(p)!r} does not exist")
+    p = input_file(path, "config file")
     try:
         return tomllib.loads(p.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:

@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from tinyformer.errors import UserError
+from tinyformer.files import atomic_write, make_dir, output_path, write_text
 from tinyformer.models.gpt import MiniGPT
 
 
@@ -93,17 +94,28 @@ def gpt2_state_dict(model: MiniGPT) -> dict[str, torch.Tensor]:
     return {k: v.detach().float().cpu().contiguous() for k, v in sd.items()}
 
 
-def export_hf(model: MiniGPT, out: str | Path, tokenizer_file: Path | None = None) -> Path:
-    """Write `out/config.json` and `out/model.safetensors` (GPT-2 format); returns the folder."""
+def export_hf(model: MiniGPT, out: str | Path, tokenizer_file: Path | None = None, force: bool = False) -> Path:
+    """Write `out/config.json` and `out/model.safetensors` (GPT-2 format); returns the folder.
+
+    A folder that holds anything is refused unless `force`; a tinyformer run folder always is.
+    """
     from safetensors.torch import save_file
 
     check_exportable(model)
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"{str(out)!r} is a file; give a folder to write the export into")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(gpt2_config(model), indent=2) + "\n")
-    save_file(gpt2_state_dict(model), str(out / "model.safetensors"), metadata={"format": "pt"})
+    out = check_target(Path(out), force)
+    make_dir(out)
+    write_text(out / "config.json", json.dumps(gpt2_config(model), indent=2) + "\n")
+    meta = {"format": "pt"}
+    atomic_write(out / "model.safetensors", lambda t: save_file(gpt2_state_dict(model), str(t), metadata=meta))
     if tokenizer_file is not None:
-        shutil.copyfile(tokenizer_file, out / "char_tokenizer.json")
+        atomic_write(out / "char_tokenizer.json", lambda t: shutil.copyfile(tokenizer_file, t))
+    return out
+
+
+def check_target(out: Path, force: bool) -> Path:
+    output_path(out, folder=True)
+    if (out / "trainer_state.pt").exists() or (out / "tokenizer.json").exists():
+        raise UserError(f"{str(out)!r} is a tinyformer run folder; export into a new folder")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise UserError(f"{str(out)!r} is not empty; give a new folder, or --force to overwrite what is there")
     return out

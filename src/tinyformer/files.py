@@ -1,24 +1,97 @@
-"""Writing files so that readers never see half of one: every write goes to a temp file, then a rename.
+"""Files in and out: writes that readers never see half of, and paths checked before any work starts.
 
-The lowest layer of the package: checkpoints, plots, reports and exports all write through `atomic_write`.
+Every write goes to a temp file, then a rename (`atomic_write`), so a kill or a full disk leaves the
+previous file whole. `input_file` and `output_path` check a path a user gave at the start of a
+command, saying what it is when it is not what is needed (a folder, a named pipe, a symlink loop, a
+read-only place). The lowest layer of the package: checkpoints, plots, reports and exports use it.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
+from tinyformer.errors import UserError
+
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """Call `write(tmp)` then rename tmp over `path`: readers never see half a file."""
+    """Call `write(tmp)` then rename tmp over `path`: readers never see half a file.
+
+    An OSError (full disk, no permission, a folder in the way) is a UserError naming the path; the file
+    that was there before is untouched and the temp file is removed.
+    """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"cannot write {str(path)!r}: {reason(e)}") from None
 
 
 def write_text(path: Path, text: str) -> Path:
     """`text` as UTF-8 at `path`, atomically; returns the path."""
     atomic_write(Path(path), lambda t: t.write_text(text, encoding="utf-8"))
     return Path(path)
+
+
+def make_dir(path: Path) -> Path:
+    """Create the folder `path` (and its parents) or say in one line why it cannot be."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UserError(f"{str(path)!r} is a file, not a folder") from None
+    except OSError as e:
+        raise UserError(f"cannot create the folder {str(path)!r}: {reason(e)}") from None
+    return path
+
+
+def reason(e: OSError) -> str:
+    return {errno.ENOSPC: "the disk is full", errno.EROFS: "read-only file system"}.get(e.errno, e.strerror or str(e))
+
+
+def kind(path: Path) -> str | None:
+    """What `path` is: "file", "folder", "named pipe", "socket", "device", "symlink loop", None if nothing."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        return "symlink loop" if e.errno == errno.ELOOP else None
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    if stat.S_ISFIFO(mode):
+        return "named pipe"
+    return "socket" if stat.S_ISSOCK(mode) else "device"
+
+
+def input_file(path: str | Path, what: str = "file") -> Path:
+    """`path` if it is a regular file that can be read; otherwise a UserError saying what it is."""
+    p = Path(path).expanduser()
+    found = kind(p)
+    if found is None:
+        raise UserError(f"{what} {str(p)!r} does not exist")
+    if found != "file":
+        raise UserError(f"{what} {str(p)!r} is a {found}, not a file")
+    if not os.access(p, os.R_OK):
+        raise UserError(f"{what} {str(p)!r} cannot be read (permission denied)")
+    return p
+
+
+def output_path(path: str | Path, folder: bool = False) -> Path:
+    """Check, before any work, that a file (or, with `folder`, a folder) can be written at `path`."""
+    p = Path(path).expanduser()
+    found, wanted = kind(p), "folder" if folder else "file"
+    if found not in (None, wanted):
+        raise UserError(f"{str(p)!r} is a {found}; give a {wanted} to write")
+    parent = next((q for q in (p, *p.parents) if kind(q) is not None), Path("."))
+    if kind(parent) != "folder":
+        raise UserError(f"cannot write {str(p)!r}: {str(parent)!r} is a {kind(parent)}, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"cannot write {str(p)!r}: {str(parent)!r} is not writable")
+    return p

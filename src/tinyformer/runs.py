@@ -9,6 +9,7 @@ one; `prepare_run` and `train_run` are what `tinyformer train` runs.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from torch import nn
 from tinyformer import config as cfg
 from tinyformer.device import pick_device
 from tinyformer.errors import UserError
+from tinyformer.files import output_path
 from tinyformer.tasks import Task, get_task
 from tinyformer.train import checkpoint as ckpt
 from tinyformer.train import distributed
@@ -66,21 +68,50 @@ def read_config(path: Path, overrides: list[str] = ()) -> tuple[cfg.RunConfig, t
 def prepare_run(
     task: str, layers: list[dict] = (), overrides: list[str] = (), out: str | Path | None = None, resume=None
 ) -> tuple[cfg.RunConfig, type[Task], Path, Any]:
-    """-> (config, task class, run folder, saved tokenizer or None) for a new run or one to resume."""
+    """-> (config, task class, run folder, saved tokenizer or None) for a new run or one to resume.
+
+    Nothing is written: every check a run folder needs happens here or, under its lock, in `train_run`.
+    """
     if resume:
         run_dir = check_run_dir(resume)
         config, task_cls = read_config(run_dir, list(overrides))
         if config.task != task:
             raise UserError(f"run folder {str(resume)!r} holds a {config.task!r} run, not {task!r}")
+        check_resume_changes(read_config(run_dir)[0], config)
         return config, task_cls, run_dir, task_cls.load_tokenizer(run_dir / ckpt.TOKENIZER)
     task_cls = get_task(task)
     config = cfg.resolve(task_cls.default_config(), list(layers), list(overrides))
     run_dir = Path(out or f"runs/{task}-{time.strftime('%Y%m%d-%H%M%S')}")
-    if run_dir.exists() and any(run_dir.iterdir()):
+    check_empty(output_path(run_dir, folder=True))
+    return config, task_cls, run_dir, None
+
+
+RESUMABLE = ("train", "sample")  # sections a resumed run may change; and data.path, for a moved copy of the data
+
+
+def check_resume_changes(saved: cfg.RunConfig, asked: cfg.RunConfig) -> None:
+    """A resumed run keeps its model and data: a `--set` that changes them is refused, naming the keys."""
+    old, new = cfg.to_dict(saved), cfg.to_dict(asked)
+    changed = [
+        f"{section}.{key} ({value!r} -> {new[section][key]!r})"
+        for section, values in old.items()
+        if isinstance(values, dict) and section not in RESUMABLE
+        for key, value in values.items()
+        if new[section][key] != value and f"{section}.{key}" != "data.path"
+    ]
+    if changed:
+        raise UserError(
+            f"cannot change on resume: {', '.join(changed)}; a resumed run keeps its model and data "
+            f"(the {' and '.join(f'{s}.*' for s in RESUMABLE)} keys and data.path may change)"
+        )
+
+
+def check_empty(run_dir: Path) -> Path:
+    if run_dir.is_dir() and any(p.name != ckpt.LOCK for p in run_dir.iterdir()):
         raise UserError(
             f"run folder {str(run_dir)!r} is not empty; resume it with --resume {run_dir} or pick another --out"
         )
-    return config, task_cls, run_dir, None
+    return run_dir
 
 
 def train_run(
@@ -94,16 +125,33 @@ def train_run(
     world: World | None = None,
     device: torch.device | None = None,
 ):
-    """Build data, model and Trainer, save the fitted config + tokenizer, train -> (FitResult, Trainer).
+    """Build data, model and Trainer, save the fitted config (+ tokenizer), train -> (FitResult, Trainer).
 
-    A new run whose task names a run to start from (`task.init_from()`) starts from it. A finished run
-    then gets what its task writes with its best-validation weights (`task.finish`). Under torchrun
-    (`world`), rank 0 writes. `device` defaults to `train.device` resolved.
+    Under the run folder's lock (rank 0 takes it under torchrun): a resumed run's files are all
+    read and checked before config.json is rewritten; a new run's folder must still be empty. A new
+    run whose task names a run to start from (`task.init_from()`) starts from it. A finished run then
+    gets what its task writes with its best-validation weights (`task.finish`); a diverged one ends in
+    a UserError with the diagnosis. `device` defaults to `train.device` resolved.
     """
+    world = world or World()
+    with ckpt.run_lock(run_dir) if world.main else contextlib.nullcontext():
+        if not resume:
+            check_empty(run_dir)
+        trainer = _trainer(config, task_cls, run_dir, tokenizer, resume, progress, world, device)
+        result = trainer.fit()
+        if result.status == "finished" and world.main:
+            best = load_run(run_dir, weights="best", device=trainer.device)  # the weights validation chose
+            trainer.task.finish(best.model, run_dir)  # e.g. sample.txt (gpt), test-split scores (classify)
+    if result.status == "diverged":
+        raise UserError(result.reason)
+    return result, trainer
+
+
+def _trainer(config, task_cls, run_dir, tokenizer, resume, progress, world, device):
+    """The task with its data, the model (from init_from for a new run), and a Trainer that loaded any state."""
     from tinyformer.device import seed_everything
     from tinyformer.train.trainer import Trainer
 
-    world = world or World()
     seed_everything(config.train.seed)
     if not world.main:
         distributed.barrier(world)  # rank 0 first: it may download the data into the shared cache
@@ -113,25 +161,19 @@ def train_run(
     model = task.build_model()
     if task.init_from() and not resume:  # e.g. a classifier starting from a masked-LM run's encoder
         task.init_model(model, load_run(task.init_from()))
+    kw = dict(resume=resume, progress=progress, world=world, device=device)
+    trainer = Trainer(model, task, task.config.train, run_dir, **kw)  # a resumed run's state is loaded here
     if world.main:
-        run_dir.mkdir(parents=True, exist_ok=True)
         ckpt.save_json(run_dir / ckpt.CONFIG, cfg.to_dict(task.config))
-        task.tokenizer.save(run_dir / ckpt.TOKENIZER)
-    trainer = Trainer(
-        model, task, task.config.train, run_dir, resume=resume, progress=progress, world=world, device=device
-    )
-    n_params = sum(p.numel() for p in model.parameters())
-    ranks = f" x {world.size} processes" if world.distributed else ""
-    if world.main:
+        if not resume:
+            task.tokenizer.save(run_dir / ckpt.TOKENIZER)
+        ranks = f" x {world.size} processes" if world.distributed else ""
+        n_params = sum(p.numel() for p in model.parameters())
         print(
             f"{config.task}: {n_params:,} parameters on {trainer.device.type}{ranks} | "
             f"step {trainer.step}/{config.train.max_iters} | run folder {run_dir}"
         )
-    result = trainer.fit()
-    if result.status == "finished" and world.main:
-        best = load_run(run_dir, weights="best", device=trainer.device)  # the weights validation chose
-        task.finish(best.model, run_dir)  # e.g. sample.txt (gpt), test-split scores and confusion matrix (classify)
-    return result, trainer
+    return trainer
 
 
 def load_run(path: str | Path, weights: str | None = "best", device: str | torch.device = "cpu") -> Run:
@@ -142,6 +184,11 @@ def load_run(path: str | Path, weights: str | None = "best", device: str | torch
     p = check_run_dir(path)
     config, task_cls = read_config(p)
     task = task_cls(config, task_cls.load_tokenizer(p / ckpt.TOKENIZER))
+    if task.tokenizer.vocab_size != config.model.vocab_size:
+        raise UserError(
+            f"{p / ckpt.TOKENIZER} has {task.tokenizer.vocab_size} tokens but the model in config.json "
+            f"has {config.model.vocab_size}; the two files are not from the same run"
+        )
     state = ckpt.load_state(p / ckpt.STATE)
     state.pop("optimizer", None)
     run = Run(p, task, state=state)

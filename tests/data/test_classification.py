@@ -113,7 +113,7 @@ def test_bad_files_are_user_errors(tmp_path):
         read_table(latin)
     with pytest.raises(UserError, match="does not exist"):
         read_table(tmp_path / "nope.csv")
-    with pytest.raises(UserError, match="does not exist"):
+    with pytest.raises(UserError, match="is a folder, not a file"):
         read_table(tmp_path)  # a folder is not a table
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "a", "label": "x"}\n[1, 2]\n', encoding="utf-8")

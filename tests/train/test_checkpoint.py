@@ -24,19 +24,20 @@ def test_weights_round_trip_and_leave_no_temp_file(tmp_path):
 def test_failed_write_keeps_the_old_file(tmp_path):
     target = tmp_path / "state.pt"
     ckpt.save_state({"step": 1}, target)
+    before = target.read_bytes()
 
     def broken(tmp):
         tmp.write_bytes(b"half")
-        raise OSError("disk full")
+        raise OSError(28, "No space left on device")
 
-    with pytest.raises(OSError):
+    with pytest.raises(UserError, match="cannot write .*state.pt': the disk is full"):
         ckpt.atomic_write(target, broken)
-    assert ckpt.load_state(target) == {"step": 1}
+    assert target.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["state.pt"]  # no temp left
 
 
 def test_corrupt_or_mismatched_checkpoints_are_user_errors(tmp_path):
     (tmp_path / "bad.safetensors").write_bytes(b"\x00" * 20)
-    with pytest.raises(UserError, match="bad.safetensors is corrupt"):
+    with pytest.raises(UserError, match="bad.safetensors is not a readable safetensors file"):
         ckpt.load_weights(small(), tmp_path / "bad.safetensors")
     other = MiniGPT(GPTConfig(vocab_size=9, block_size=8, n_layer=2, n_head=1, n_embd=8))
     ckpt.save_weights(other, tmp_path / "other.safetensors")

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
+
+from tinyformer.cli.common import positive_int
+from tinyformer.errors import UserError
+from tinyformer.files import input_file, make_dir, output_path, write_text
 
 WHAT = {
     "train": "training tokens/s, peak memory and MFU vs a plain reference",
@@ -17,13 +20,17 @@ WHAT = {
 
 def add_bench(p: argparse.ArgumentParser) -> None:
     p.add_argument("what", choices=list(WHAT), help="; ".join(f"{k}: {v}" for k, v in WHAT.items()))
-    p.add_argument("--iters", type=int, default=40, help="timed steps per measurement")
-    p.add_argument("--repeats", type=int, default=3, help="alternating measurements of each")
+    p.add_argument("--iters", type=positive_int, default=40, help="timed steps per measurement")
+    p.add_argument("--repeats", type=positive_int, default=3, help="alternating measurements of each")
     p.add_argument("--data", help="text file (default: $TINYFORMER_DATA, then cache/download)")
     p.add_argument("--json", metavar="FILE", help="also write every figure, with the machine description, to FILE")
 
 
 def cmd_bench(a: argparse.Namespace) -> int:
+    if a.json and a.what not in ("train", "attention", "all"):
+        raise UserError(f"--json is written by bench train, attention and all, not by bench {a.what}")
+    json_path = output_path(a.json) if a.json else None  # checked before minutes of measuring
+    data = str(input_file(a.data, "data file")) if a.data else None
     if a.what == "bert-parity":
         from tinyformer.bench.parity import run_parity
 
@@ -38,11 +45,11 @@ def cmd_bench(a: argparse.Namespace) -> int:
 
     figures: dict = {"machine": machine()}
     if a.what in ("train", "all"):
-        figures["train"] = run_benchmark(iters=a.iters, repeats=a.repeats, data=a.data)
+        figures["train"] = run_benchmark(iters=a.iters, repeats=a.repeats, data=data)
     if a.what in ("attention", "all"):
         figures["attention"] = run_attention_benchmark(repeats=max(a.repeats, 3))
-    if a.json:
-        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
-        print(f"wrote {a.json}")
+    if json_path:
+        make_dir(json_path.parent)
+        write_text(json_path, json.dumps(figures, indent=2) + "\n")
+        print(f"wrote {json_path}")
     return 0

@@ -10,23 +10,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from tinyformer.cli.common import add_run_args, load, utf8
 from tinyformer.errors import UserError
 from tinyformer.tasks import TASKS, Arg
-
-
-def add_run_args(p: argparse.ArgumentParser, device: bool = True) -> None:
-    """The arguments every command that loads a run shares: the folder, which weights, the device."""
-    p.add_argument("run", help="run folder")
-    p.add_argument("--checkpoint", choices=("best", "latest"), default="best", help="which weights")
-    if device:
-        p.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda or mps")
-
-
-def load(a: argparse.Namespace):
-    """The run named on the command line, its model on `--device`."""
-    from tinyformer.runs import load_run
-
-    return load_run(a.run, weights=a.checkpoint, device=getattr(a, "device", "cpu"))
 
 
 def dest(arg: Arg) -> str:
@@ -54,15 +40,6 @@ def options(a: argparse.Namespace, run, accepted: tuple[Arg, ...], every: list[A
         if isinstance(value, str):
             utf8(value)
     return given
-
-
-def utf8(text: str) -> str:
-    """A command-line text that is valid Unicode (a stray non-UTF-8 byte arrives as a lone surrogate)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise UserError("the text is not valid UTF-8; check the terminal's encoding") from None
-    return text
 
 
 def _union(args: list[Arg]) -> list[Arg]:

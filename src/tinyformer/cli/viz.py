@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tinyformer.cli.infer import add_run_args, load, utf8
+from tinyformer.cli.common import add_run_args, load, utf8
 from tinyformer.errors import UserError
 
 FLAGS = {  # view name -> the flag that asks for it; `head` is drawn when none is given

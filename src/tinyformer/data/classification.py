@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tinyformer.errors import UserError
+from tinyformer.files import input_file
 
 SUFFIXES = (".csv", ".tsv", ".jsonl", ".ndjson")
 BOM = b"\xef\xbb\xbf"
@@ -56,10 +57,8 @@ def read_table(path: str | Path, text_col: str = "text", label_col: str = "label
 
     A text that repeats an earlier row's text is dropped, so no text is in two splits.
     """
-    p = Path(path)
+    p = input_file(path, "table")
     suffix = p.suffix.lower()
-    if not p.is_file():
-        raise UserError(f"table {str(p)!r} does not exist or is not a file")
     if suffix not in SUFFIXES:
         raise UserError(f"{p}: unknown table format {p.suffix or '(no suffix)'!r}; use one of {', '.join(SUFFIXES)}")
     text = _decode(p)

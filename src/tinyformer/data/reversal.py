@@ -15,7 +15,9 @@ from pathlib import Path
 
 import torch
 
+from tinyformer.data.tokenizers import read_tokenizer
 from tinyformer.errors import UserError
+from tinyformer.files import write_text
 
 PAD, BOS, EOS, DIGIT0 = 0, 1, 2, 3
 VOCAB_SIZE = 13
@@ -105,11 +107,10 @@ class DigitTokenizer:
         return " ".join(out)
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps({"type": "digits", "labels": LABELS}), encoding="utf-8")
+        write_text(Path(path), json.dumps({"type": "digits", "labels": LABELS}))
 
     @classmethod
     def load(cls, path: str | Path) -> DigitTokenizer:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        if data.get("type") != "digits":
-            raise UserError(f"{path} is not a digit tokenizer (type={data.get('type')!r})")
+        if read_tokenizer(path, "digits").get("labels") != LABELS:
+            raise UserError(f"{path} is not this digit tokenizer: its labels are not {' '.join(LABELS)}")
         return cls()

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from tinyformer.errors import UserError
+from tinyformer.files import atomic_write
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(len(SPECIALS))
@@ -86,7 +87,7 @@ class SubwordTokenizer:
         return [self.hf.id_to_token(i) for i in ids]
 
     def save(self, path: str | Path) -> None:
-        self.hf.save(str(path))
+        atomic_write(Path(path), lambda t: self.hf.save(str(t)))
 
     @classmethod
     def load(cls, path: str | Path) -> SubwordTokenizer:
@@ -97,9 +98,14 @@ class SubwordTokenizer:
             data = json.loads(p.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             raise UserError(f"cannot read tokenizer {str(p)!r}: {e}") from None
-        if data.get("model", {}).get("type") != "WordPiece":
-            raise UserError(f"{p} is not a WordPiece tokenizer.json (model type {data.get('model', {}).get('type')!r})")
-        return cls(Tokenizer.from_str(json.dumps(data)))
+        model = data.get("model") if isinstance(data, dict) else None
+        if not isinstance(model, dict) or model.get("type") != "WordPiece":
+            found = model.get("type") if isinstance(model, dict) else type(data).__name__
+            raise UserError(f"{p} is not a WordPiece tokenizer.json (found {found!r})")
+        try:
+            return cls(Tokenizer.from_str(json.dumps(data)))
+        except Exception as e:  # tokenizers raises its own exception type for a malformed file
+            raise UserError(f"{p} is not a valid tokenizer.json: {str(e).splitlines()[0][:200]}") from None
 
 
 def pad_batch(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from tinyformer.errors import UserError
+from tinyformer.files import input_file
 
 URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
@@ -34,10 +35,7 @@ def resolve_path(explicit: str | None = None, download=None) -> Path:
     """The local Tiny Shakespeare file: explicit > $TINYFORMER_DATA > cache > download."""
     for source, value in (("--data", explicit), (ENV, os.environ.get(ENV))):
         if value:
-            p = Path(value).expanduser()
-            if not p.is_file():
-                raise UserError(f"data file {str(p)!r} (from {source}) does not exist")
-            return p
+            return input_file(value, f"data file (from {source})")
     cached = cache_dir() / "tinyshakespeare.txt"
     if cached.is_file():
         return cached
@@ -66,6 +64,7 @@ def verify_and_store(payload: bytes, dest: Path) -> None:
 
 
 def read_text(path: Path) -> str:
+    path = input_file(path, "data file")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:

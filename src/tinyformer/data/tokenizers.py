@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from tinyformer.errors import UserError
+from tinyformer.files import write_text
 
 IGNORE = -100  # the label of a position that no loss counts (cross-entropy's ignore_index)
 
@@ -65,14 +66,29 @@ class CharTokenizer:
         return {"type": "char", "chars": self.chars}
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), ensure_ascii=False), encoding="utf-8")
+        write_text(Path(path), json.dumps(self.to_dict(), ensure_ascii=False))
 
     @classmethod
     def load(cls, path: str | Path) -> CharTokenizer:
+        chars = read_tokenizer(path, "char").get("chars")
+        if not isinstance(chars, list) or not chars:
+            raise UserError(f"{path} is not a character tokenizer: 'chars' is not a non-empty list")
+        try:
+            return cls(chars)
+        except ValueError as e:
+            raise UserError(f"{path} is not a character tokenizer: {e}") from None
+
+
+def read_tokenizer(path: str | Path, kind: str) -> dict:
+    """A tinyformer tokenizer.json of type `kind`, as a dict; anything else is a UserError naming the file."""
+    try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-        if data.get("type") != "char":
-            raise UserError(f"{path} is not a character tokenizer (type={data.get('type')!r})")
-        return cls(data["chars"])
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UserError(f"cannot read tokenizer {str(path)!r}: {e}") from None
+    if not isinstance(data, dict) or data.get("type") != kind:
+        found = data.get("type") if isinstance(data, dict) else type(data).__name__
+        raise UserError(f"{path} is not a {kind} tokenizer (found {found!r})")
+    return data
 
 
 def show_char(ch: str) -> str:

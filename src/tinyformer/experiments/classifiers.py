@@ -25,6 +25,7 @@ import torch
 
 from tinyformer.device import machine
 from tinyformer.experiments.runner import Cell, CellResult, markdown_table, run_cell
+from tinyformer.files import atomic_write, make_dir, write_text
 from tinyformer.plots import pyplot
 from tinyformer.tasks.classify import TEST_JSON, ClassifyTask
 
@@ -85,7 +86,7 @@ def classifier_cells(mlm_dir: Path, seeds: tuple[int, ...]) -> list[Cell]:
 
 def run(out: Path | None = None, quick: bool = False, data: str | None = None) -> Path:
     folder = Path(out or f"runs/experiments/classifiers{'-quick' if quick else ''}")
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dir(folder)
     where = [f"data.path={json.dumps(str(Path(data).resolve()))}"] if data else []
     mlm = run_cell("mlm", [], [*where, *(MLM_QUICK if quick else [])], Cell("mlm", [], "masked-LM pretraining"), folder)
     shared = [*where, f"data.tokenizer={json.dumps(str(mlm.run.path.resolve()))}", *(CLS_QUICK if quick else [])]
@@ -178,7 +179,7 @@ def plot_accuracy_vs_params(rows: list[dict], majority: float, png: Path) -> Pat
     ax.grid(alpha=0.3)
     ax.legend(loc="center right", fontsize=8)
     fig.tight_layout()
-    fig.savefig(png)
+    atomic_write(png, lambda t: fig.savefig(t, format="png"))
     plt.close(fig)
     return png
 
@@ -199,7 +200,7 @@ def write_report(mlm: CellResult, results: list[CellResult], folder: Path, quick
         pretraining_section(rows, len(task.splits["test"])),
     ]
     path = folder / "report.md"
-    path.write_text("\n".join(parts), encoding="utf-8")
+    write_text(path, "\n".join(parts))
     return path
 
 

@@ -22,6 +22,7 @@ import torch
 
 from tinyformer.device import inference
 from tinyformer.experiments.runner import Cell, CellResult, markdown_table, run_grid
+from tinyformer.files import write_text
 from tinyformer.plots import plot_series
 from tinyformer.tasks.gpt import text_loss
 
@@ -167,7 +168,7 @@ def free_generation_verdict(judged: dict[str, float]) -> str:
 
 def write(folder: Path, parts: list[str]) -> Path:
     path = folder / "report.md"
-    path.write_text("\n".join(parts) + "\n", encoding="utf-8")
+    write_text(path, "\n".join(parts) + "\n")
     print(f"report: {path}")
     return path
 

@@ -22,6 +22,7 @@ import torch
 from tinyformer.device import machine
 from tinyformer.errors import UserError
 from tinyformer.experiments.runner import markdown_table
+from tinyformer.files import make_dir, write_text
 from tinyformer.generate.sampling import generate
 from tinyformer.models.gpt import GPTConfig, MiniGPT
 from tinyformer.plots import plot_series
@@ -100,7 +101,7 @@ def run(out: Path | None = None, quick: bool = False, data: str | None = None) -
     if data:
         raise UserError("kv-cache times random-weight models; it reads no text and takes no --data")
     folder = Path(out or f"runs/experiments/kv-cache{'-quick' if quick else ''}")
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dir(folder)
     models, n, repeats = (QUICK_MODELS, 5, 3) if quick else (MODELS, 17, 7)
     results = {}
     for i, (name, (config, contexts)) in enumerate(models.items()):
@@ -175,6 +176,6 @@ def write_report(folder: Path, results: dict[str, tuple[int, list[dict]]], n: in
         "",
     ]
     path = folder / "report.md"
-    path.write_text("\n".join(parts), encoding="utf-8")
+    write_text(path, "\n".join(parts))
     print(f"report: {path}")
     return path

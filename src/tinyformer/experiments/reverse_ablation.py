@@ -18,6 +18,7 @@ import torch
 
 from tinyformer.errors import UserError
 from tinyformer.experiments.runner import Cell, CellResult, markdown_table, run_grid
+from tinyformer.files import write_text
 from tinyformer.plots import plot_series
 from tinyformer.tasks.reverse import cross_alignment
 
@@ -176,7 +177,7 @@ def write_report(results: list[CellResult], folder: Path, quick: bool) -> Path:
         "",
     ]
     path = folder / "report.md"
-    path.write_text("\n".join(parts), encoding="utf-8")
+    write_text(path, "\n".join(parts))
     return path
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tinyformer.files import make_dir
 from tinyformer.runs import Run, load_run, prepare_run, train_run
 from tinyformer.train import checkpoint as ckpt
 
@@ -57,7 +58,7 @@ def run_cell(task: str, base: list[dict], extra: list[str], cell: Cell, folder: 
 
 def run_grid(task: str, base: list[dict], extra: list[str], cells: list[Cell], folder: Path) -> list[CellResult]:
     """Train or reuse every cell, in order; `extra` overrides (e.g. a --quick size) apply to all."""
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dir(folder)
     return [run_cell(task, base, extra, cell, folder) for cell in cells]
 
 

@@ -19,7 +19,6 @@ from torch import nn
 
 from tinyformer.config import SampleConfig
 from tinyformer.device import inference, model_device
-from tinyformer.errors import UserError
 
 
 def filter_logits(logits: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
@@ -100,8 +99,6 @@ def generate_text(
     model: nn.Module, tokenizer, s: SampleConfig, use_cache: bool = True, window: int | None = None
 ) -> str:
     """`s.prompt` followed by `s.tokens` sampled tokens, seeded by `s.seed`."""
-    if not s.prompt:
-        raise UserError("the prompt is empty; give at least one character (e.g. --prompt $'\\n')")
     device = model_device(model)
     idx = torch.tensor([tokenizer.encode(s.prompt)], dtype=torch.long, device=device)  # (1, T0)
     g = torch.Generator(device=device).manual_seed(s.seed)

@@ -53,7 +53,7 @@ class GPTConfig:
         check_fields(
             self,
             "model",
-            positive=("block_size", "n_layer", "n_head", "n_embd", "mlp_ratio"),
+            positive=("block_size", "n_layer", "n_head", "n_embd", "mlp_ratio", "rope_base"),
             fractions=("dropout", "attn_dropout"),
             choices={"backend": BACKENDS, "positions": POSITIONS},
             divisible=("n_embd", "n_head"),

@@ -60,6 +60,10 @@ class GPTTask(Task):
         task = cls(fit_model(config, vocab_size=tokenizer.vocab_size), tokenizer)
         ids = torch.tensor(tokenizer.encode(text), dtype=torch.long)
         task.splits = TokenSplits(ids, config.data.val_fraction, config.model.block_size)
+        try:  # checked now, not when sample.txt is written after the whole run
+            tokenizer.encode(config.sample.prompt)
+        except UserError as e:
+            raise UserError(f"sample.prompt={config.sample.prompt!r}: {e}") from None
         return task
 
     def build_model(self) -> MiniGPT:

@@ -1,13 +1,23 @@
-"""Checkpoint files of a run folder, written atomically (temp file + rename).
+"""Checkpoint files of a run folder, written atomically (temp file + rename), and the folder's lock.
 
 Weights go to safetensors; optimizer, RNG and step state go through
 `torch.save` and come back with `weights_only=True` (no pickle code runs).
-A missing or corrupt file is a `UserError` naming it.
+The latest weights and the trainer state both record their step, so a run
+killed between the two writes is recognised on resume, naming the stale file.
+A missing, corrupt or mismatched file is a `UserError` naming it.
+
+One process at a time trains into a run folder: `run_lock` holds an exclusive
+lock (flock) on RUN/.lock for the whole run; the kernel releases it when the
+process ends, however it ends, so a stale lock file never blocks anyone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +27,7 @@ from torch import nn
 
 from tinyformer.device import model_device
 from tinyformer.errors import UserError
-from tinyformer.files import atomic_write
+from tinyformer.files import atomic_write, make_dir
 
 CONFIG = "config.json"
 TOKENIZER = "tokenizer.json"
@@ -27,6 +37,15 @@ STATE = "trainer_state.pt"  # optimizer, RNG states, step, best val loss
 METRICS = "metrics.jsonl"
 LOSS_PNG = "loss.png"
 SAMPLE = "sample.txt"
+LOCK = ".lock"  # held by the process training into the folder
+STATE_KEYS = {  # what trainer_state.pt must hold: key -> accepted types
+    "step": (int,),
+    "best_val": (float, int),
+    "train_seconds": (float, int),
+    "tokens_seen": (int,),
+    "optimizer": (dict,),
+    "rng": (dict,),
+}
 
 
 def save_json(path: Path, data: Any) -> None:
@@ -35,10 +54,23 @@ def save_json(path: Path, data: Any) -> None:
 
 
 def read_metrics(path: Path) -> list[dict]:
-    """The rows of metrics.jsonl (none if the file does not exist yet)."""
+    """The rows of metrics.jsonl (none if it does not exist); an unreadable line (a kill mid-append) is skipped."""
     if not Path(path).is_file():
         return []
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    rows, bad = [], 0
+    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            row = json.loads(line) if line.strip() else None
+        except json.JSONDecodeError:
+            row = None
+            bad += 1
+        if isinstance(row, dict) and isinstance(row.get("step"), int):
+            rows.append(row)
+        elif row is not None:
+            bad += 1
+    if bad:
+        print(f"note: skipped {bad} unreadable line(s) of {path}", file=sys.stderr)
+    return rows
 
 
 def load_json(path: Path) -> Any:
@@ -48,20 +80,36 @@ def load_json(path: Path) -> Any:
         raise UserError(f"{path} is missing") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise UserError(f"{path} is corrupt: {e}") from None
+    except OSError as e:
+        raise UserError(f"cannot read {path}: {e.strerror}") from None
 
 
-def save_weights(model: nn.Module, path: Path) -> None:
-    atomic_write(path, lambda t: save_model(model, str(t)))
+def save_weights(model: nn.Module, path: Path, step: int | None = None) -> None:
+    """Weights as safetensors; `step` goes into the file's metadata (checked against the trainer state)."""
+    meta = None if step is None else {"step": str(step)}
+    atomic_write(path, lambda t: save_model(model, str(t), metadata=meta))
+
+
+def weights_step(path: Path) -> int | None:
+    """The step recorded in a weights file (None for files written without one)."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), "pt") as f:
+            step = (f.metadata() or {}).get("step")
+    except Exception as e:  # safetensors raises its own error type for corrupt files
+        raise UserError(f"{path} is not a readable safetensors file (corrupt or truncated): {_first(e)}") from None
+    return int(step) if step is not None and step.isdigit() else None
 
 
 def load_weights(model: nn.Module, path: Path) -> None:
     if not Path(path).is_file():
         raise UserError(f"{path} is missing")
+    weights_step(path)  # an unreadable file says so, rather than "does not fit"
     try:
         load_model(model, str(path), device=str(model_device(model)))
-    except Exception as e:  # safetensors raises its own error type for corrupt files
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"{path} is corrupt or does not fit the model in config.json: {first}") from None
+    except Exception as e:
+        raise UserError(f"{path} does not fit the model that config.json describes: {_first(e)}") from None
 
 
 def save_state(state: dict, path: Path) -> None:
@@ -69,9 +117,69 @@ def save_state(state: dict, path: Path) -> None:
 
 
 def load_state(path: Path) -> dict:
+    """trainer_state.pt, checked to hold what the Trainer writes (keys and types)."""
     if not Path(path).is_file():
         raise UserError(f"{path} is missing")
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # truncated zip, wrong format, disallowed global
-        raise UserError(f"{path} is corrupt: {type(e).__name__}: {str(e).splitlines()[0]}") from None
+        raise UserError(f"{path} is corrupt: {type(e).__name__}: {_first(e)}") from None
+    if not isinstance(state, dict):
+        raise UserError(f"{path} does not hold a trainer state (a {type(state).__name__}, not a dict)")
+    for key, kinds in STATE_KEYS.items():
+        value = state.get(key)
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            raise UserError(f"{path} does not hold a trainer state: {key!r} is missing or not a {kinds[0].__name__}")
+    return state
+
+
+def load_trainer_state(run_dir: Path) -> dict:
+    """The state a resume continues from, checked to be from the same step as model.safetensors."""
+    state = load_state(run_dir / STATE)
+    step = weights_step(run_dir / WEIGHTS)
+    if step is not None and step != state["step"]:
+        stale = STATE if step > state["step"] else WEIGHTS
+        raise UserError(
+            f"{run_dir / WEIGHTS} is from step {step} but {STATE} from step {state['step']}: the run stopped "
+            f"while saving and {stale} is stale, so --resume cannot continue exactly (sample, eval, info still work)"
+        )
+    return state
+
+
+def restore(path: Path, apply: Callable[[], Any]) -> None:
+    """Apply one part of a saved state (optimizer, RNG); a part that does not fit is a UserError naming `path`."""
+    try:
+        apply()
+    except (ValueError, RuntimeError, KeyError, TypeError, IndexError) as e:
+        raise UserError(f"{path} holds a state that does not fit this run: {_first(e)}") from None
+
+
+def _first(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:200] if text else type(e).__name__
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """Hold RUN/.lock for the block; another process holding it is a UserError naming its pid."""
+    import fcntl
+
+    path = make_dir(run_dir) / LOCK
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise UserError(f"run folder {str(run_dir)!r} is in use: process {pid} is training into it") from None
+        if path.exists() and os.stat(path).st_ino == os.fstat(fd).st_ino:
+            break  # the lock file was not removed by its last holder while we opened it
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        os.close(fd)

@@ -19,6 +19,7 @@ rank 0 alone writes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import signal
@@ -34,10 +35,10 @@ from torch import nn
 from tinyformer.config import TrainConfig
 from tinyformer.device import autocast, configure, inference, pick_device
 from tinyformer.errors import UserError
-from tinyformer.files import atomic_write
+from tinyformer.files import atomic_write, make_dir
 from tinyformer.plots import plot_losses
 from tinyformer.train import checkpoint as ckpt
-from tinyformer.train import distributed
+from tinyformer.train import distributed, guard
 from tinyformer.train.distributed import World
 from tinyformer.train.schedules import lr_at
 
@@ -58,10 +59,11 @@ class Task(Protocol):
 
 @dataclass
 class FitResult:
-    status: str  # "finished", "stopped" (fit(until=...)) or "interrupted" (a signal)
+    status: str  # "finished", "stopped" (fit(until=...)), "interrupted" (a signal) or "diverged" (non-finite)
     step: int  # optimizer steps done in total
     best_val: float  # lowest validation score seen: the task's `select` key, "loss" by default (inf before any)
     train_seconds: float  # time spent in training steps, evaluations excluded
+    reason: str = ""  # "diverged": the one-line diagnosis (see `tinyformer.train.guard`)
 
 
 def make_optimizer(model: nn.Module, c: TrainConfig) -> torch.optim.Optimizer:
@@ -105,7 +107,7 @@ class Trainer:
         """`device`: where to train, resolved by the caller (default: `config.device` resolved here)."""
         self.c, self.task, self.run_dir, self.progress = config, task, Path(run_dir), progress
         self.world = world or World()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        make_dir(self.run_dir)
         self.device = device or distributed.rank_device(pick_device(config.device), self.world)
         configure(self.device)
         self.model = model.to(self.device)  # the module whose weights are saved
@@ -122,6 +124,7 @@ class Trainer:
         self.step, self.best_val, self.train_seconds, self.tokens_seen = 0, math.inf, 0.0, 0
         self.step_seconds: list[float] = []  # duration of each step run by this process
         self._signal: int | None = None
+        self.diverged = ""  # the diagnosis once a step's loss or gradient norm is not finite
         self._stop = False  # every rank agrees on it after each step (a signal reached some rank)
         self._tb = None
         if config.tensorboard:  # on every rank, so a missing package stops all of them alike
@@ -141,7 +144,11 @@ class Trainer:
         self.model.train()
         with self._catch_signals(), self._bar(end) as bar:
             while self.step < end:
-                window.append(self._train_step())
+                done = self._train_step()
+                if self.diverged:
+                    status = "diverged"
+                    break
+                window.append(done)
                 self.step += 1
                 if self.step % self.c.log_interval == 0 or self.step == end:
                     self._log_train(window, bar)
@@ -152,13 +159,17 @@ class Trainer:
                 if self._stop:
                     status = "interrupted"
                     break
-            if status != "interrupted" and self.step < self.c.max_iters:
+            if status not in ("interrupted", "diverged") and self.step < self.c.max_iters:
                 status = "stopped"
-            if status != "finished":  # a finished run was saved by its last evaluation
-                self.save()
+            if status in ("stopped", "interrupted") or (status == "diverged" and self._nothing_saved()):
+                self.save()  # a finished run was saved by its last evaluation; a diverged one keeps its last
         distributed.barrier(self.world)  # no rank leaves before rank 0 has written
         self._close_tensorboard()
-        return FitResult(status, self.step, self.best_val, self.train_seconds)
+        return FitResult(status, self.step, self.best_val, self.train_seconds, self.diverged)
+
+    def _nothing_saved(self) -> bool:
+        """No checkpoint yet, and the weights (never updated by the non-finite step) are finite: save them."""
+        return not (self.run_dir / ckpt.STATE).exists() and guard.first_nonfinite_parameter(self.model) is None
 
     def _train_step(self) -> tuple[float, int, float, dict]:
         """One optimizer step over `grad_accum` micro-batches -> (loss, tokens, seconds, metrics).
@@ -183,20 +194,28 @@ class Trainer:
             loss_sum += loss.item() / c.grad_accum
             tokens += self.task.batch_tokens(batch)
             metrics = {k: metrics.get(k, 0.0) + v / c.grad_accum for k, v in m.items()}
-        if c.grad_clip > 0:
-            nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        norm = float(nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip if c.grad_clip > 0 else math.inf))
         keys = sorted(metrics)
         stop = float(self._signal is not None)
-        total = distributed.all_sum([loss_sum, tokens, stop, *(metrics[k] for k in keys)], world)
-        loss_sum, tokens, self._stop = total[0] / world.size, int(total[1]), total[2] > 0
-        metrics = {k: v / world.size for k, v in zip(keys, total[3:], strict=True)}
+        total = distributed.all_sum([loss_sum, tokens, stop, norm, *(metrics[k] for k in keys)], world)
+        loss_sum, tokens, self._stop, norm = total[0] / world.size, int(total[1]), total[2] > 0, total[3] / world.size
+        metrics = {k: v / world.size for k, v in zip(keys, total[4:], strict=True)}
+        if not (math.isfinite(loss_sum) and math.isfinite(norm)):  # stop before the update is applied
+            self.optimizer.zero_grad(set_to_none=True)
+            rerun = functools.partial(self._forward_only, batch)
+            self.diverged = guard.diagnose(self.step + 1, loss_sum, norm, self.model, rerun, lr)
+            return loss_sum, tokens, 0.0, {}
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
         dt = time.perf_counter() - t0
         self.step_seconds.append(dt)
         self.train_seconds += dt
         self.tokens_seen += tokens
-        return loss_sum, tokens, dt, {"lr": lr, **metrics}
+        return loss_sum, tokens, dt, {"lr": lr, "grad_norm": norm, **metrics}
+
+    def _forward_only(self, batch: Any) -> None:
+        with autocast(self.device):
+            self.task.training_step(self.model, batch)
 
     # ---- evaluation, logging --------------------------------------------------
     def evaluate(self) -> dict[str, float]:
@@ -275,16 +294,17 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "rng": rng,
         }
-        ckpt.save_weights(self.model, self.run_dir / ckpt.WEIGHTS)
-        ckpt.save_state(state, self.run_dir / ckpt.STATE)
+        ckpt.save_weights(self.model, self.run_dir / ckpt.WEIGHTS, step=self.step)  # the step, in both files:
+        ckpt.save_state(state, self.run_dir / ckpt.STATE)  # a kill between the two writes is caught on resume
         plot_losses(ckpt.read_metrics(self.run_dir / ckpt.METRICS), self.run_dir / ckpt.LOSS_PNG, self.run_dir.name)
 
     def _load(self) -> None:
+        """Everything a resumed run needs, checked before anything is changed (a bad file is a UserError)."""
+        state = ckpt.load_trainer_state(self.run_dir)  # also checks it is from the same step as the weights
         ckpt.load_weights(self.model, self.run_dir / ckpt.WEIGHTS)
-        state = ckpt.load_state(self.run_dir / ckpt.STATE)
-        self.optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["rng"]["torch"])
-        self.data_rng.set_state(state["rng"]["data"])
+        ckpt.restore(self.run_dir / ckpt.STATE, lambda: self.optimizer.load_state_dict(state["optimizer"]))
+        ckpt.restore(self.run_dir / ckpt.STATE, lambda: torch.set_rng_state(state["rng"]["torch"]))
+        ckpt.restore(self.run_dir / ckpt.STATE, lambda: self.data_rng.set_state(state["rng"]["data"]))
         if "cuda" in state["rng"] and self.device.type == "cuda":
             torch.cuda.set_rng_state(state["rng"]["cuda"], self.device)
         self.step, self.best_val = state["step"], state["best_val"]

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from tinyformer.errors import UserError
+from tinyformer.files import atomic_write, make_dir
 from tinyformer.fonts import use_fonts_for
 from tinyformer.plots import pyplot
 from tinyformer.viz.capture import AttentionMaps
@@ -23,10 +24,11 @@ from tinyformer.viz.roles import HeadRoles
 
 def _save(fig, stem: Path) -> list[Path]:
     stem = Path(stem)
-    stem.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(stem.parent)
     paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
     for p in paths:
-        fig.savefig(p, dpi=130 if p.suffix == ".png" else None, bbox_inches="tight")
+        kw = dict(format=p.suffix[1:], dpi=130 if p.suffix == ".png" else None, bbox_inches="tight")
+        atomic_write(p, lambda t, kw=kw: fig.savefig(t, **kw))
         fig.set_layout_engine("none")  # the layout is settled: don't solve it again for the SVG
     pyplot().close(fig)
     return paths

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from tinyformer.errors import UserError
+from tinyformer.files import make_dir, write_text
 from tinyformer.viz.capture import AttentionMaps
 from tinyformer.viz.roles import ROLES, HeadRoles, head_roles
 
@@ -42,10 +43,8 @@ def write_explorer(
     title = title or f"Attention explorer: {maps.model_name or 'model'} ({maps.kind})"
     fills = {"TITLE": html.escape(title), "DATA": _script_json(payload(maps, roles, row))}
     page = re.sub(r"%%(TITLE|DATA)%%", lambda m: fills[m.group(1)], _PAGE)  # one pass: no fill is re-read
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(page, encoding="utf-8")
-    return path
+    make_dir(Path(path).parent)
+    return write_text(Path(path), page)
 
 
 def payload(maps: AttentionMaps, roles: HeadRoles, row: int = 0) -> dict:

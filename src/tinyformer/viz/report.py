@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from tinyformer.files import write_text
 from tinyformer.viz import heatmaps as hm
 from tinyformer.viz.capture import AttentionMaps
 from tinyformer.viz.roles import FOCUS, FOCUSED, ROLES, HeadRoles
@@ -126,5 +127,4 @@ def write_report(maps: AttentionMaps, roles: HeadRoles, out: Path, flow_token: s
     ]
     parts += [f"### {title}\n\n![{title}]({p.name})\n" for title, p in figs]
     parts += ["## Head roles", "", "Scores are defined in `tinyformer/viz/roles.py`.", "", roles_markdown(roles), ""]
-    (out / "report.md").write_text("\n".join(parts), encoding="utf-8")
-    return out / "report.md"
+    return write_text(out / "report.md", "\n".join(parts))
