@@ -73,6 +73,31 @@ def inference(model: nn.Module) -> Iterator[nn.Module]:
         model.train(was_training)
 
 
+def available_memory(device: torch.device) -> int | None:
+    """Bytes that can still be allocated on `device`: free GPU memory, or MemAvailable on Linux; None if unknown."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    if device.type != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            fields = dict(line.split(":", 1) for line in f)
+        return int(fields["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def check_memory(need: int, what: str, device: torch.device) -> None:
+    """Refuse up front, with the estimate, a request that cannot fit (rather than an allocator traceback)."""
+    have = available_memory(device)
+    if have is not None and need > have:
+        raise UserError(f"{what} needs at least {gib(need)} of memory, more than the {gib(have)} free on {device.type}")
+
+
+def gib(n: float) -> str:
+    return f"{n / 2**30:,.1f} GiB" if n >= 2**28 else f"{n / 2**20:,.0f} MiB"
+
+
 def machine() -> dict:
     """What the figures were measured on, for `bench --json`."""
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None

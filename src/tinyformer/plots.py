@@ -39,7 +39,8 @@ def plot_losses(rows: list[dict], png: Path, title: str = "") -> None:
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("cross-entropy (nats/token)")
     ax.grid(alpha=0.3)
-    ax.legend()
+    if rows:
+        ax.legend()
     fig.tight_layout()
     atomic_write(Path(png), lambda t: fig.savefig(t, format="png"))
     plt.close(fig)

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from tinyformer import config as cfg
-from tinyformer.device import pick_device
+from tinyformer.device import check_memory, pick_device
 from tinyformer.errors import UserError
 from tinyformer.files import output_path
 from tinyformer.tasks import Task, get_task
@@ -134,6 +134,7 @@ def train_run(
     a UserError with the diagnosis. `device` defaults to `train.device` resolved.
     """
     world = world or World()
+    device = device or distributed.rank_device(pick_device(config.train.device), world)
     with ckpt.run_lock(run_dir) if world.main else contextlib.nullcontext():
         if not resume:
             check_empty(run_dir)
@@ -158,6 +159,7 @@ def _trainer(config, task_cls, run_dir, tokenizer, resume, progress, world, devi
     task = task_cls.prepare(config, tokenizer)  # reads or makes the data; task.config is the fitted config
     if world.main:
         distributed.barrier(world)
+    check_memory(training_bytes(task), "training this model with this batch", device)
     model = task.build_model()
     if task.init_from() and not resume:  # e.g. a classifier starting from a masked-LM run's encoder
         task.init_model(model, load_run(task.init_from()))
@@ -174,6 +176,22 @@ def _trainer(config, task_cls, run_dir, tokenizer, resume, progress, world, devi
             f"step {trainer.step}/{config.train.max_iters} | run folder {run_dir}"
         )
     return trainer
+
+
+def parameter_count(task: Task) -> int:
+    """The parameters `task.build_model()` would make, counted on the meta device (nothing is allocated)."""
+    with torch.device("meta"):
+        return sum(p.numel() for p in task.build_model().parameters())
+
+
+def training_bytes(task: Task) -> int:
+    """A lower bound of training memory: weights, gradients and AdamW's two moments (16 bytes a parameter),
+    and what one batch keeps for backward (at least ~10 floats per position, unit of width and layer, and
+    the logits), from the config's glossary names."""
+    m, batch = task.config.model, task.config.train.batch_size
+    layers = sum(getattr(m, k, 0) for k in ("n_layer", "n_encoder_layers", "n_decoder_layers"))
+    per_position = 10 * m.n_embd * layers + 2 * m.vocab_size
+    return 16 * parameter_count(task) + 4 * batch * m.block_size * per_position
 
 
 def load_run(path: str | Path, weights: str | None = "best", device: str | torch.device = "cpu") -> Run:
@@ -196,7 +214,9 @@ def load_run(path: str | Path, weights: str | None = "best", device: str | torch
         if weights not in ("best", "latest"):
             raise UserError(f"checkpoint={weights!r} is not one of best, latest")
         file = p / ckpt.BEST if weights == "best" and (p / ckpt.BEST).is_file() else p / ckpt.WEIGHTS
-        run.model = task.build_model().to(device if isinstance(device, torch.device) else pick_device(device))
+        device = device if isinstance(device, torch.device) else pick_device(device)
+        check_memory(4 * parameter_count(task), f"the model in {p / ckpt.CONFIG}", device)
+        run.model = task.build_model().to(device)
         ckpt.load_weights(run.model, file)
         run.model.eval()
     return run

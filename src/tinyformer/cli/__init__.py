@@ -11,10 +11,12 @@ on stderr and exit code 2; an interrupted training run exits with 130.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from tinyformer.cli import bench, experiment, export, infer, train, viz
 from tinyformer.errors import UserError
+from tinyformer.files import reason
 
 
 def commands() -> dict:
@@ -34,8 +36,15 @@ def commands() -> dict:
 COMMANDS = commands()  # the table as registered at import
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line (plus where to look), like every other error."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tinyformer", description="A from-scratch Transformer lab.")
+    parser = Parser(prog="tinyformer", description="A from-scratch Transformer lab.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (add, run, text) in commands().items():
         p = sub.add_parser(name, help=text, description=text)
@@ -49,11 +58,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args)
     except UserError as e:
-        print(f"tinyformer: error: {e}", file=sys.stderr)
-        return 2
+        return _fail(str(e))
+    except BrokenPipeError:  # `tinyformer info RUN | head -1`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # what a process stopped by SIGPIPE reports
+    except OSError as e:  # the machine refused a read or write (no space, no permission): not a bug of ours
+        return _fail(f"{e.filename or 'a file'}: {reason(e)}")
     except KeyboardInterrupt:
         print("tinyformer: interrupted", file=sys.stderr)
         return 130
+
+
+def _fail(message: str) -> int:
+    print(f"tinyformer: error: {' '.join(message.split())}", file=sys.stderr)  # one line, always
+    return 2
 
 
 if __name__ == "__main__":

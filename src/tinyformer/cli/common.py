@@ -32,8 +32,11 @@ def utf8(text: str) -> str:
 
 
 def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (argparse turns the ValueError into its one-line usage error)."""
-    value = int(text)
+    """argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if value < 1:
-        raise ValueError(text)
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
     return value

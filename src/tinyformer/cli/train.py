@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
+import os
 
 from tinyformer.errors import UserError
 
@@ -30,7 +30,7 @@ def add_train(p: argparse.ArgumentParser) -> None:
 def _train_overrides(a: argparse.Namespace) -> list[str]:
     """`--set` values plus the shortcut flags, all as `section.key=value` overrides."""
     overrides = list(a.set)
-    overrides += [f"data.path={json.dumps(str(Path(a.data).resolve()))}"] if a.data else []  # runnable from anywhere
+    overrides += [f"data.path={json.dumps(os.path.abspath(a.data))}"] if a.data else []  # runnable from anywhere
     overrides += [f"data.text_col={json.dumps(a.text_col)}"] if a.text_col else []
     overrides += [f"data.label_col={json.dumps(a.label_col)}"] if a.label_col else []
     overrides += [f"train.device={json.dumps(a.device)}"] if a.device else []

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tinyformer.cli.common import add_run_args, load, utf8
 from tinyformer.errors import UserError
+from tinyformer.files import output_path
 
 FLAGS = {  # view name -> the flag that asks for it; `head` is drawn when none is given
     "heads": "all_heads",
@@ -53,11 +54,21 @@ def add_viz(p: argparse.ArgumentParser) -> None:
     cross.set_defaults(handler=cmd_viz_cross)
 
 
+def check_outputs(a: argparse.Namespace) -> None:
+    """The figure folder, --html file and --report folder must be writable: checked before any work."""
+    output_path(a.out, folder=True)
+    if getattr(a, "html", None):
+        output_path(a.html)
+    if getattr(a, "report", None):
+        output_path(a.report, folder=True)
+
+
 def cmd_viz_bert(a: argparse.Namespace) -> int:
     from tinyformer.device import pick_device
     from tinyformer.viz.capture import capture_attention
     from tinyformer.viz.hf import load_hf_encoder
 
+    check_outputs(a)
     model, tokenizer, name = load_hf_encoder(a.model)
     maps = capture_attention(model.to(pick_device(a.device)), utf8(a.sentence), tokenizer, name=name)
     unk = getattr(tokenizer, "unk_token", None)
@@ -81,6 +92,7 @@ def _run_maps(run, text: str) -> tuple[tuple, list]:
 
 
 def cmd_viz_attention(a: argparse.Namespace) -> int:
+    check_outputs(a)
     _views(_run_maps(load(a), a.text)[1], a)
     return 0
 
@@ -118,6 +130,7 @@ def cmd_viz_cross(a: argparse.Namespace) -> int:
     from tinyformer.viz import heatmaps as hm
     from tinyformer.viz.capture import AttentionMaps
 
+    check_outputs(a)
     run = load(a)
     if "cross" not in getattr(run.model, "attention_names", ()):
         raise UserError(f"viz cross-attention needs an encoder-decoder run; {a.run!r} has no cross-attention")

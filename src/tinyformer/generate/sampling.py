@@ -19,6 +19,7 @@ from torch import nn
 
 from tinyformer.config import SampleConfig
 from tinyformer.device import inference, model_device
+from tinyformer.errors import UserError
 
 
 def filter_logits(logits: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
@@ -47,6 +48,8 @@ def next_token(
     if temperature == 0:
         return logits.argmax(-1, keepdim=True)
     probs = filter_logits(logits.float() / temperature, top_k, top_p).softmax(-1)  # (B, V)
+    if not bool(torch.isfinite(probs).all()):
+        raise UserError("the model's next-token probabilities are not finite: its weights have diverged")
     return torch.multinomial(probs, 1, generator=generator)  # (B, 1)
 
 

@@ -19,7 +19,7 @@ from torch import nn
 from tinyformer.config import RunConfig, SampleConfig
 from tinyformer.data.tinyshakespeare import TokenSplits, read_text, resolve_path
 from tinyformer.data.tokenizers import CharTokenizer
-from tinyformer.device import inference, model_device
+from tinyformer.device import check_memory, inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.models.gpt import GPTConfig, MiniGPT, param_breakdown
 from tinyformer.tasks.base import Arg, Task, fit_model
@@ -125,6 +125,8 @@ class GPTTask(Task):
         if context is not None and context <= 0:
             raise UserError(f"--context {context} must be > 0")
         window = model.check_context(model.config.block_size if context is None else context)
+        c = model.config  # the KV cache: keys and values of every layer at every position of the window
+        check_memory(2 * c.n_layer * window * c.n_embd * 4, f"--context {window:,}", model_device(model))
         if ntk:
             model.set_ntk(window)  # a UserError unless the run has rotary positions
             if window <= model.config.block_size:

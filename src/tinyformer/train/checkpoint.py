@@ -161,9 +161,13 @@ def _first(e: Exception) -> str:
 
 @contextlib.contextmanager
 def run_lock(run_dir: Path) -> Iterator[None]:
-    """Hold RUN/.lock for the block; another process holding it is a UserError naming its pid."""
+    """Hold RUN/.lock for the block; another process holding it is a UserError naming its pid.
+
+    A folder this call created and nothing was written into is removed again on the way out.
+    """
     import fcntl
 
+    created = not Path(run_dir).exists()
     path = make_dir(run_dir) / LOCK
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -183,3 +187,5 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     finally:
         path.unlink(missing_ok=True)
         os.close(fd)
+        if created and not any(Path(run_dir).iterdir()):
+            Path(run_dir).rmdir()

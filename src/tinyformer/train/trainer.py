@@ -143,6 +143,8 @@ class Trainer:
         window: list[tuple[float, int, float, dict]] = []  # (loss, tokens, seconds, metrics)
         self.model.train()
         with self._catch_signals(), self._bar(end) as bar:
+            if not (self.run_dir / ckpt.STATE).exists():
+                self.save()  # step 0: a run that diverges before its first evaluation still has a good checkpoint
             while self.step < end:
                 done = self._train_step()
                 if self.diverged:
@@ -161,15 +163,11 @@ class Trainer:
                     break
             if status not in ("interrupted", "diverged") and self.step < self.c.max_iters:
                 status = "stopped"
-            if status in ("stopped", "interrupted") or (status == "diverged" and self._nothing_saved()):
+            if status in ("stopped", "interrupted"):
                 self.save()  # a finished run was saved by its last evaluation; a diverged one keeps its last
         distributed.barrier(self.world)  # no rank leaves before rank 0 has written
         self._close_tensorboard()
         return FitResult(status, self.step, self.best_val, self.train_seconds, self.diverged)
-
-    def _nothing_saved(self) -> bool:
-        """No checkpoint yet, and the weights (never updated by the non-finite step) are finite: save them."""
-        return not (self.run_dir / ckpt.STATE).exists() and guard.first_nonfinite_parameter(self.model) is None
 
     def _train_step(self) -> tuple[float, int, float, dict]:
         """One optimizer step over `grad_accum` micro-batches -> (loss, tokens, seconds, metrics).

@@ -54,8 +54,10 @@ def load_hf_encoder(name_or_path: str | None = None):
             if Path(source).exists() or not _hub_reachable():
                 raise
             model, tokenizer = _load(source, local_only=False)
-    except (OSError, ValueError) as e:
+    except Exception as e:  # transformers raises many types for a folder that is not a model it can load
         first = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+        if Path(source).exists():
+            raise UserError(f"{source!r} is not a model folder transformers can load: {first}") from None
         raise UserError(
             f"could not load model {name_or_path!r} (not a local folder or cached, and the hub is unreachable "
             f"or has no such model: {first}); omit --model to use the offline default {OFFLINE_DEFAULT}"
