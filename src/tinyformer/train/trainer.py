@@ -8,7 +8,9 @@ about any model: a task object supplies batches, the loss and the evaluation.
 
 A run stopped by Ctrl-C (SIGINT) or SIGTERM saves its state at the next step
 boundary; resuming it gives the same weights as a run that was never stopped,
-because batches, dropout and the schedule depend only on saved state.
+because batches, dropout and the schedule depend only on saved state. A step
+whose loss or gradient norm is not finite is never applied: training stops
+there with a diagnosis (`tinyformer.train.guard`).
 
 Under torchrun the same loop runs data-parallel (see `tinyformer.train.distributed`):
 each rank trains on its slice of the global batch, DDP averages the gradients,
@@ -34,12 +36,13 @@ from torch import nn
 
 from tinyformer.config import TrainConfig
 from tinyformer.device import autocast, configure, inference, pick_device
-from tinyformer.errors import UserError
 from tinyformer.files import atomic_write, make_dir
 from tinyformer.plots import plot_losses
 from tinyformer.train import checkpoint as ckpt
 from tinyformer.train import distributed, guard
 from tinyformer.train.distributed import World
+from tinyformer.train.metrics import MetricsLog
+from tinyformer.train.optim import make_optimizer, to_device
 from tinyformer.train.schedules import lr_at
 
 
@@ -64,31 +67,6 @@ class FitResult:
     best_val: float  # lowest validation score seen: the task's `select` key, "loss" by default (inf before any)
     train_seconds: float  # time spent in training steps, evaluations excluded
     reason: str = ""  # "diverged": the one-line diagnosis (see `tinyformer.train.guard`)
-
-
-def make_optimizer(model: nn.Module, c: TrainConfig) -> torch.optim.Optimizer:
-    """AdamW with weight decay on matrices (dim >= 2) only; fused kernel where available."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    groups = [
-        {"params": [p for p in params if p.dim() >= 2], "weight_decay": c.weight_decay},
-        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
-    ]
-    try:
-        return torch.optim.AdamW(groups, lr=c.lr, betas=(c.beta1, c.beta2), eps=c.eps, fused=True)
-    except (RuntimeError, TypeError):  # no fused kernel for this device/build
-        return torch.optim.AdamW(groups, lr=c.lr, betas=(c.beta1, c.beta2), eps=c.eps)
-
-
-def to_device(batch: Any, device: torch.device) -> Any:
-    if isinstance(batch, torch.Tensor):
-        if device.type == "cuda":  # page-locked host memory lets the copy overlap with GPU work
-            batch = batch.pin_memory()
-        return batch.to(device, non_blocking=True)
-    if isinstance(batch, (tuple, list)):
-        return type(batch)(to_device(b, device) for b in batch)
-    if isinstance(batch, dict):
-        return {k: to_device(v, device) for k, v in batch.items()}
-    return batch
 
 
 class Trainer:
@@ -126,12 +104,7 @@ class Trainer:
         self._signal: int | None = None
         self.diverged = ""  # the diagnosis once a step's loss or gradient norm is not finite
         self._stop = False  # every rank agrees on it after each step (a signal reached some rank)
-        self._tb = None
-        if config.tensorboard:  # on every rank, so a missing package stops all of them alike
-            try:
-                from torch.utils.tensorboard import SummaryWriter  # noqa: F401
-            except ImportError:
-                raise UserError("--tensorboard needs the tensorboard package: pip install tensorboard") from None
+        self.log = MetricsLog(self.run_dir, config.tensorboard)  # checks tensorboard on every rank alike
         if resume:
             self._load()
 
@@ -166,7 +139,7 @@ class Trainer:
             if status in ("stopped", "interrupted"):
                 self.save()  # a finished run was saved by its last evaluation; a diverged one keeps its last
         distributed.barrier(self.world)  # no rank leaves before rank 0 has written
-        self._close_tensorboard()
+        self.log.close()
         return FitResult(status, self.step, self.best_val, self.train_seconds, self.diverged)
 
     def _train_step(self) -> tuple[float, int, float, dict]:
@@ -252,29 +225,8 @@ class Trainer:
             bar.set_postfix(loss=f"{loss:.3f}", lr=f"{extra['lr']:.2e}", tok_s=f"{tps:,.0f}", refresh=False)
 
     def _record(self, row: dict, bar) -> None:
-        if not self.world.main:
-            return
-        row = {"step": self.step, **row, "train_seconds": round(self.train_seconds, 3)}
-        with open(self.run_dir / ckpt.METRICS, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
-        if self.c.tensorboard:
-            self._tensorboard(row)
-
-    def _tensorboard(self, row: dict) -> None:
-        if self._tb is None:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:
-                raise UserError("--tensorboard needs the tensorboard package: pip install tensorboard") from None
-            self._tb = SummaryWriter(str(self.run_dir / "tb"), purge_step=self.step)
-        for key, value in row.items():
-            if key not in ("step", "split") and isinstance(value, (int, float)):
-                self._tb.add_scalar(f"{row['split']}/{key}", value, self.step)
-
-    def _close_tensorboard(self) -> None:
-        if self._tb is not None:
-            self._tb.close()
-            self._tb = None
+        if self.world.main:
+            self.log.record({"step": self.step, **row, "train_seconds": round(self.train_seconds, 3)})
 
     # ---- checkpoints ------------------------------------------------------------
     def save(self) -> None:
