@@ -35,6 +35,7 @@ from tinyformer.errors import UserError
 from tinyformer.files import input_file
 
 SCHEDULES = ("constant", "cosine", "noam")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # train.precision; `tinyformer.device` resolves "auto"
 MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-3, 1e3  # below: logits / T overflows; use 0 for greedy
 RENAMED = {  # section -> {old key: new key}
     "model": {"max_position": "block_size", "max_len": "block_size", "d_model": "n_embd"},
@@ -71,6 +72,7 @@ class TrainConfig:
     log_interval: int = 10  # steps between train-loss records in metrics.jsonl
     seed: int = 1337  # seeds model init, batches and dropout
     device: str = "auto"  # "auto" (cuda > mps > cpu), "cpu", "cuda" or "mps"
+    precision: str = "auto"  # "auto" (bf16 where native, else fp32), "fp32", "bf16" or "fp16" (autocast)
     compile: bool = False  # wrap the model in torch.compile
     tensorboard: bool = False  # also write TensorBoard event files to <run>/tb
     dist_timeout: float = 300.0  # torchrun: seconds a rank waits for the others (to join, or at any collective)
@@ -85,6 +87,8 @@ class TrainConfig:
                 raise UserError(f"train.{name}={getattr(self, name)} must be in [0, 1)")
         if self.schedule not in SCHEDULES:
             raise UserError(f"train.schedule={self.schedule!r} is not one of {', '.join(SCHEDULES)}")
+        if self.precision not in PRECISIONS:
+            raise UserError(f"train.precision={self.precision!r} is not one of {', '.join(PRECISIONS)}")
         if not (self.warmup_iters >= 0 and self.min_lr >= 0 and self.grad_clip >= 0):
             raise UserError("train.warmup_iters, train.min_lr and train.grad_clip must be >= 0")
         check_seed("train.seed", self.seed)

@@ -1,7 +1,11 @@
 """Where tensors live and in which precision: the only module that decides it.
 
-Device preference is cuda > mps > cpu. Mixed precision is bf16 autocast on
-CUDA only; CPU and MPS train in fp32.
+Device preference is cuda > mps > cpu. Precision is `train.precision`:
+"auto" picks bf16 autocast where the hardware multiplies bf16 natively (a CUDA
+GPU that supports it; a CPU with AVX-512 BF16 or AMX, read from its feature
+flags, never guessed) and fp32 elsewhere. "fp16" is autocast with a gradient
+scaler, for GPUs without bf16. Weights and optimizer state stay fp32 in every
+mode: autocast only changes the dtype matmuls and convolutions run in.
 """
 
 from __future__ import annotations
@@ -14,9 +18,12 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
+from tinyformer.config import PRECISIONS
 from tinyformer.errors import UserError
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo names of native bf16 matmul instructions
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -43,11 +50,51 @@ def configure(device: torch.device) -> None:
         torch.backends.cudnn.allow_tf32 = True
 
 
-def autocast(device: torch.device) -> contextlib.AbstractContextManager:
-    """bf16 autocast on CUDA; a no-op elsewhere (CPU trains in fp32)."""
+def native_bf16(device: torch.device) -> bool:
+    """Whether `device` multiplies bf16 natively (so bf16 autocast is a speed lever, not an emulation)."""
     if device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    if device.type == "cpu":
+        return any(flag in cpu_flags() for flag in CPU_BF16_FLAGS)
+    return False
+
+
+def resolve_precision(device: torch.device, name: str = "auto") -> str:
+    """`train.precision` on `device` -> "fp32", "bf16" or "fp16" ("auto": bf16 where native, else fp32)."""
+    if name not in PRECISIONS:
+        raise UserError(f"train.precision={name!r} is not one of {', '.join(PRECISIONS)}")
+    if name == "auto":
+        return "bf16" if native_bf16(device) else "fp32"
+    return name
+
+
+def describe_precision(device: torch.device, name: str) -> str:
+    """The line a run prints at start: what `name` resolved to on `device`, and why."""
+    chosen = resolve_precision(device, name)
+    what = "fp32" if chosen == "fp32" else f"{chosen} autocast (fp32 weights)"
+    if name == "auto":
+        why = "native bf16" if chosen == "bf16" else f"no native bf16 on this {device.type}"
+        return f"{what}, auto: {why}"
+    if chosen == "bf16" and not native_bf16(device):
+        return f"{what}, emulated: this {device.type} has no native bf16, so it is slower than fp32"
+    return what
+
+
+def autocast(device: torch.device, precision: str = "fp32") -> contextlib.AbstractContextManager:
+    """Autocast to a resolved `precision` ("bf16", "fp16"); a no-op for "fp32"."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=DTYPES[precision])
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where there is none, e.g. macOS)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            line = next((line for line in f if line.startswith("flags")), "")
+    except OSError:
+        return set()
+    return set(line.partition(":")[2].split())
 
 
 def seed_everything(seed: int) -> None:
@@ -103,6 +150,7 @@ def machine() -> dict:
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {
         "cpu": _cpu_name(),
+        "cpu_native_bf16": native_bf16(torch.device("cpu")),
         "gpu": gpu,
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from tinyformer import config as cfg
-from tinyformer.device import check_memory, pick_device
+from tinyformer.device import autocast, check_memory, describe_precision, model_device, pick_device, resolve_precision
 from tinyformer.errors import UserError
 from tinyformer.files import output_path
 from tinyformer.tasks import Task, get_task
@@ -45,6 +45,11 @@ class Run:
     @property
     def tokenizer(self) -> Any:
         return self.task.tokenizer
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The precision the run trained in (`train.precision`, resolved on the model's device) for inference."""
+        device = model_device(self.model)
+        return autocast(device, resolve_precision(device, self.config.train.precision))
 
 
 def check_run_dir(path: str | Path) -> Path:
@@ -142,7 +147,8 @@ def train_run(
         result = trainer.fit()
         if result.status == "finished" and world.main:
             best = load_run(run_dir, weights="best", device=trainer.device)  # the weights validation chose
-            trainer.task.finish(best.model, run_dir)  # e.g. sample.txt (gpt), test-split scores (classify)
+            with best.autocast():
+                trainer.task.finish(best.model, run_dir)  # e.g. sample.txt (gpt), test-split scores (classify)
     if result.status == "diverged":
         raise UserError(result.reason)
     return result, trainer
@@ -172,7 +178,8 @@ def _trainer(config, task_cls, run_dir, tokenizer, resume, progress, world, devi
         ranks = f" x {world.size} processes" if world.distributed else ""
         n_params = sum(p.numel() for p in model.parameters())
         print(
-            f"{config.task}: {n_params:,} parameters on {trainer.device.type}{ranks} | "
+            f"{config.task}: {n_params:,} parameters on {trainer.device.type}{ranks} in "
+            f"{describe_precision(trainer.device, config.train.precision)} | "
             f"step {trainer.step}/{config.train.max_iters} | run folder {run_dir}"
         )
     return trainer

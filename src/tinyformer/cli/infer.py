@@ -69,7 +69,8 @@ def _predict_command(verb: str, tasks: list) -> tuple[Callable, Callable, str]:
         if run.task.command != verb:
             hint = f"; its command is `tinyformer {run.task.command}`" if run.task.command else ""
             raise UserError(f"{a.run!r} is a {run.config.task!r} run; {verb} needs a {names} run{hint}")
-        print(run.task.predict(run.model, **options(a, run, run.task.predict_args, every)))
+        with run.autocast():  # the precision it trained in
+            print(run.task.predict(run.model, **options(a, run, run.task.predict_args, every)))
         return 0
 
     return add, cmd, tasks[0].command_help
@@ -87,5 +88,6 @@ def add_eval(p: argparse.ArgumentParser) -> None:
 
 def cmd_eval(a: argparse.Namespace) -> int:
     run = load(a)
-    print(run.task.held_out(run.model, **options(a, run, run.task.eval_args, _eval_args())))
+    with run.autocast():
+        print(run.task.held_out(run.model, **options(a, run, run.task.eval_args, _eval_args())))
     return 0

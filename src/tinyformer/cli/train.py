@@ -85,7 +85,10 @@ def cmd_info(a: argparse.Namespace) -> int:
     print(f"run {run.path}: task {run.config.task}, step {st['step']}/{run.config.train.max_iters}")
     tps = st["tokens_seen"] / max(st["train_seconds"], 1e-9)
     seen = f"{st['tokens_seen']:,} tokens ({tps:,.0f}/s)"
-    print(f"best val {run.task.select} {best_val(run):.4f}; {st['train_seconds']:.0f} s of training, {seen}")
+    trained_in = f" in {st['precision']}" if "precision" in st else ""  # runs before train.precision: fp32/bf16
+    print(
+        f"best val {run.task.select} {best_val(run):.4f}; {st['train_seconds']:.0f} s of training{trained_in}, {seen}"
+    )
     print("\n# resolved config")
     print(to_toml(cfg.to_dict(run.config)))
     rows = run.task.param_breakdown()

@@ -2,7 +2,8 @@
 
 The Trainer owns optimisation (AdamW, fused where the build has it; decay on
 matrices only), the learning-rate schedule, gradient clipping and accumulation,
-bf16 autocast on CUDA, evaluation, logging (progress bar, metrics.jsonl,
+mixed precision (`train.precision`: bf16 autocast where the hardware has it,
+fp16 with a gradient scaler), evaluation, logging (progress bar, metrics.jsonl,
 loss.png, optional TensorBoard), checkpoints and exact resume. It knows nothing
 about any model: a task object supplies batches, the loss and the evaluation.
 
@@ -35,7 +36,7 @@ import torch
 from torch import nn
 
 from tinyformer.config import TrainConfig
-from tinyformer.device import autocast, configure, inference, pick_device
+from tinyformer.device import autocast, configure, inference, pick_device, resolve_precision
 from tinyformer.files import atomic_write, make_dir
 from tinyformer.plots import plot_losses
 from tinyformer.train import checkpoint as ckpt
@@ -88,6 +89,8 @@ class Trainer:
         make_dir(self.run_dir)
         self.device = device or distributed.rank_device(pick_device(config.device), self.world)
         configure(self.device)
+        self.precision = resolve_precision(self.device, config.precision)  # "fp32", "bf16" or "fp16"
+        self.scaler = torch.amp.GradScaler(self.device.type) if self.precision == "fp16" else None
         self.model = model.to(self.device)  # the module whose weights are saved
         self.ddp = None
         forward = model
@@ -159,24 +162,31 @@ class Trainer:
             last = micro == c.grad_accum - 1
             sync = self.ddp.no_sync() if self.ddp is not None and not last else contextlib.nullcontext()
             with sync:  # DDP all-reduces gradients in the last micro-batch's backward only
-                with autocast(self.device):
+                with autocast(self.device, self.precision):
                     loss, m = self.task.training_step(self.forward, batch)
-                (loss / c.grad_accum).backward()
+                self._scale(loss / c.grad_accum).backward()
             loss_sum += loss.item() / c.grad_accum
             tokens += self.task.batch_tokens(batch)
             metrics = {k: metrics.get(k, 0.0) + v / c.grad_accum for k, v in m.items()}
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)  # clip and log the true gradients
         norm = float(nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip if c.grad_clip > 0 else math.inf))
         keys = sorted(metrics)
         stop = float(self._signal is not None)
         total = distributed.all_sum([loss_sum, tokens, stop, norm, *(metrics[k] for k in keys)], world)
         loss_sum, tokens, self._stop, norm = total[0] / world.size, int(total[1]), total[2] > 0, total[3] / world.size
         metrics = {k: v / world.size for k, v in zip(keys, total[4:], strict=True)}
-        if not (math.isfinite(loss_sum) and math.isfinite(norm)):  # stop before the update is applied
+        overflow = self.scaler is not None and math.isfinite(loss_sum)  # fp16: the scaler skips an inf gradient
+        if not (math.isfinite(loss_sum) and (math.isfinite(norm) or overflow)):  # stop before the update
             self.optimizer.zero_grad(set_to_none=True)
             rerun = functools.partial(self._forward_only, batch)
             self.diverged = guard.diagnose(self.step + 1, loss_sum, norm, self.model, rerun, lr)
             return loss_sum, tokens, 0.0, {}
-        self.optimizer.step()
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)  # skipped if the fp16 gradients overflowed; the scale then shrinks
+            self.scaler.update()
+        else:
+            self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         dt = time.perf_counter() - t0
         self.step_seconds.append(dt)
@@ -184,15 +194,18 @@ class Trainer:
         self.tokens_seen += tokens
         return loss_sum, tokens, dt, {"lr": lr, "grad_norm": norm, **metrics}
 
+    def _scale(self, loss: torch.Tensor) -> torch.Tensor:
+        return loss if self.scaler is None else self.scaler.scale(loss)
+
     def _forward_only(self, batch: Any) -> None:
-        with autocast(self.device):
+        with autocast(self.device, self.precision):
             self.task.training_step(self.model, batch)
 
     # ---- evaluation, logging --------------------------------------------------
     def evaluate(self) -> dict[str, float]:
         """The task's evaluation, in eval mode without gradients (the task draws the same data every time)."""
         model = self.model if self.ddp is not None else self.forward  # every rank evaluates the same batches
-        with inference(self.model), autocast(self.device):
+        with inference(self.model), autocast(self.device, self.precision):
             return self.task.evaluate(model)
 
     def _evaluate(self, bar) -> None:
@@ -243,7 +256,10 @@ class Trainer:
             "tokens_seen": self.tokens_seen,
             "optimizer": self.optimizer.state_dict(),
             "rng": rng,
+            "precision": self.precision,  # what train.precision resolved to here (for `info`)
         }
+        if self.scaler is not None:
+            state["grad_scaler"] = self.scaler.state_dict()
         ckpt.save_weights(self.model, self.run_dir / ckpt.WEIGHTS, step=self.step)  # the step, in both files:
         ckpt.save_state(state, self.run_dir / ckpt.STATE)  # a kill between the two writes is caught on resume
         plot_losses(ckpt.read_metrics(self.run_dir / ckpt.METRICS), self.run_dir / ckpt.LOSS_PNG, self.run_dir.name)
@@ -255,6 +271,8 @@ class Trainer:
         ckpt.restore(self.run_dir / ckpt.STATE, lambda: self.optimizer.load_state_dict(state["optimizer"]))
         ckpt.restore(self.run_dir / ckpt.STATE, lambda: torch.set_rng_state(state["rng"]["torch"]))
         ckpt.restore(self.run_dir / ckpt.STATE, lambda: self.data_rng.set_state(state["rng"]["data"]))
+        if self.scaler is not None and "grad_scaler" in state:
+            self.scaler.load_state_dict(state["grad_scaler"])
         if "cuda" in state["rng"] and self.device.type == "cuda":
             torch.cuda.set_rng_state(state["rng"]["cuda"], self.device)
         self.step, self.best_val = state["step"], state["best_val"]
