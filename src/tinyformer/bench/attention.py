@@ -19,6 +19,7 @@ import time
 import torch
 
 from tinyformer.attention.multihead import attend
+from tinyformer.device import native_bf16, pick_device
 
 B, H, D = 8, 8, 512
 LENGTHS = (128, 256, 512, 1024, 2048)
@@ -80,9 +81,10 @@ def cpu_peak_mb(backend: str, L: int) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def measure(repeats: int = 5, lengths: tuple[int, ...] = LENGTHS) -> list[dict]:
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dtypes = [torch.float32] + ([torch.bfloat16] if device.type == "cuda" else [])
+def measure(repeats: int = 5, lengths: tuple[int, ...] = LENGTHS, device: str = "auto") -> list[dict]:
+    """fp32 everywhere, and bf16 where the device multiplies it natively (a GPU, a CPU with AVX-512 BF16/AMX)."""
+    device = pick_device(device)
+    dtypes = [torch.float32] + ([torch.bfloat16] if native_bf16(device) else [])
     rows = []
     for dtype in dtypes:
         for L in lengths:
@@ -117,9 +119,9 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def run_attention_benchmark(repeats: int = 5, lengths: tuple[int, ...] = LENGTHS) -> list[dict]:
+def run_attention_benchmark(repeats: int = 5, lengths: tuple[int, ...] = LENGTHS, device: str = "auto") -> list[dict]:
     print(f"causal attention, B={B}, H={H}, D={D} (Dh={D // H}); median of {repeats} calls")
-    rows = measure(repeats, lengths)
+    rows = measure(repeats, lengths, device)
     print(table(rows))
     return rows
 

@@ -1,12 +1,17 @@
-"""Training throughput of the seed recipe: tinyformer's Trainer vs a plain reference.
+"""Training throughput of the seed recipe: tinyformer's Trainer vs the course lab's MiniGPT.
 
+The reference is the lab's own model and loop (`tinyformer.bench.reference.LabGPT`,
+AdamW with its defaults, fp32), fed the same batches from the same seed.
 Each measurement runs in a fresh process (so its peak RSS is its own), and the
 two implementations alternate (reference, tinyformer, reference, ...) so that
 noise on a shared machine hits both alike. Per measurement: the median step
-time over `iters` steps after `warmup` untimed ones -> tokens per second.
-Reported: per-pair ratios, the median of each, and peak RSS.
+time over `iters` steps after `warmup` untimed ones -> tokens per second, and
+the mean train loss of the last timed steps, which shows that the two did
+comparable work ("at equal loss"). Reported: per-pair ratios and their median,
+peak RSS and MFU. `--precision` applies to tinyformer (`train.precision`); the
+lab's model always runs in fp32, as the lab writes it.
 
-    tinyformer bench train [--iters 40] [--repeats 3]
+    tinyformer bench train [--iters 40] [--repeats 3] [--precision auto]
     python -m tinyformer.bench.train --impl tinyformer --iters 40   # one worker
 """
 
@@ -20,156 +25,248 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import torch
 
-from tinyformer.device import machine
-
 IMPLS = ("reference", "tinyformer", "tinyformer+ckpt")  # +ckpt: model.grad_checkpoint=true
 WARMUP = 5
+LOSS_WINDOW = 10  # the last timed steps whose mean train loss is reported
+REFERENCE = "the course lab's MiniGPT (fp32)"
 
 
-def _seed_recipe():
+def _seed_recipe(precision: str = "auto", data: str | None = None, device: str = "cpu"):
     from tinyformer import config as cfg
     from tinyformer.tasks import GPTTask
 
     config = cfg.resolve(GPTTask.default_config(), [], [])
-    config.train.device = "cpu"  # the reference and the matmul peak run on the CPU: compare like with like
+    config.train.device = device  # the reference, ours and the matmul peak all run here: like with like
+    config.train.precision = precision
+    config.data.path = data or ""
     return config
 
 
-def _measure_tinyformer(config, iters: int) -> list[float]:
+def _measure_tinyformer(config, iters: int) -> tuple[list[float], list[float]]:
+    """-> (seconds, train loss) of each timed step of the Trainer."""
     from tinyformer.tasks import GPTTask
+    from tinyformer.train import checkpoint as ckpt
     from tinyformer.train.trainer import Trainer
 
     torch.manual_seed(config.train.seed)
+    config.train.log_interval = 1  # one metrics row per step: its loss (logging happens outside the timed step)
     task = GPTTask.prepare(config)
     with tempfile.TemporaryDirectory() as run_dir:
-        trainer = Trainer(task.build_model(), task, config.train, run_dir, progress=False)
+        trainer = Trainer(task.build_model(), task, task.config.train, run_dir, progress=False)
         trainer.fit(until=WARMUP + iters)  # stops before any evaluation
-        return trainer.step_seconds[WARMUP:]
+        rows = ckpt.read_metrics(Path(run_dir) / ckpt.METRICS)
+    losses = [r["loss"] for r in rows if r["split"] == "train"]
+    return trainer.step_seconds[WARMUP:], losses[WARMUP:]
 
 
-def _measure_reference(config, iters: int) -> list[float]:
-    from tinyformer.bench.reference import RefGPT, reference_optimizer
+def _measure_reference(config, iters: int) -> tuple[list[float], list[float]]:
+    """-> (seconds, train loss) of each timed step of the lab's loop, on the Trainer's batches."""
+    from tinyformer.bench.reference import LabGPT, lab_optimizer
     from tinyformer.tasks import GPTTask
 
     torch.manual_seed(config.train.seed)
     task = GPTTask.prepare(config)  # the same data and batches
     m, c = task.config.model, config.train
-    model = RefGPT(m.vocab_size, m.block_size, m.n_embd, m.n_head, m.n_layer, m.dropout)
-    opt = reference_optimizer(model, c.lr)
+    device = torch.device(c.device)
+    model = LabGPT(m.vocab_size, m.block_size, m.n_embd, m.n_head, m.n_layer, m.dropout).to(device)
+    opt = lab_optimizer(model)
     g = torch.Generator().manual_seed(c.seed)
-    times = []
+    times, losses = [], []
     for _ in range(WARMUP + iters):
         t0 = time.perf_counter()
-        x, y = task.train_batch(c.batch_size, g)
+        x, y = (t.to(device) for t in task.train_batch(c.batch_size, g))
         loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         times.append(time.perf_counter() - t0)
-    return times[WARMUP:]
+        losses.append(loss.item())
+    return times[WARMUP:], losses[WARMUP:]
 
 
-def worker(impl: str, iters: int, data: str | None) -> dict:
-    """One measurement in this process -> {"impl", "tokens_per_s", "peak_rss_mb"}."""
-    config = _seed_recipe()
-    config.data.path = data or ""
+def worker(impl: str, iters: int, data: str | None, precision: str = "auto", device: str = "cpu") -> dict:
+    """One measurement in this process -> {"impl", "tokens_per_s", "loss", "precision", "peak_rss_mb"}."""
+    from tinyformer.device import resolve_precision
+
+    config = _seed_recipe(precision, data, device)
     config.model.grad_checkpoint = impl == "tinyformer+ckpt"
     measure = _measure_reference if impl == "reference" else _measure_tinyformer
-    times = measure(config, iters)
+    times, losses = measure(config, iters)
     tokens = config.train.batch_size * config.model.block_size
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
-    return {"impl": impl, "tokens_per_s": tokens / statistics.median(times), "peak_rss_mb": rss_mb}
+    return {
+        "impl": impl,
+        "tokens_per_s": tokens / statistics.median(times),
+        "loss": statistics.fmean(losses[-LOSS_WINDOW:]),
+        "precision": "fp32" if impl == "reference" else resolve_precision(torch.device(device), precision),
+        "peak_rss_mb": rss_mb,
+    }
 
 
-def _spawn(impl: str, iters: int, data: str | None) -> dict:
-    cmd = [sys.executable, "-m", "tinyformer.bench.train", "--impl", impl, "--iters", str(iters)]
-    cmd += ["--data", data] if data else []
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        raise RuntimeError(f"benchmark worker failed:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def run_worker(module: str, args: list[str], echo: bool = False) -> dict:
+    """Run `python -m module args` in a fresh process -> the JSON of its last stdout line.
+
+    `echo`: pass its stderr lines (progress) on as they come, above the caller's progress bar."""
+    from tqdm import tqdm
+
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen([sys.executable, "-m", module, *args], stdout=out, stderr=subprocess.PIPE, text=True)
+        err = []
+        for line in proc.stderr:
+            err.append(line)
+            if echo:
+                tqdm.write(line.rstrip())
+        if proc.wait() != 0:
+            raise RuntimeError(f"benchmark worker {module} {' '.join(args)} failed:\n{''.join(err[-30:])}")
+        out.seek(0)
+        return json.loads(out.read().strip().splitlines()[-1])
 
 
-def matmul_peak_gflops(n: int = 2048, repeats: int = 10) -> float:
-    """The machine's measured fp32 matmul rate: 2 n^3 FLOPs per (n x n) @ (n x n), best of `repeats`."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def _spawn(impl: str, iters: int, data: str | None, precision: str, device: str) -> dict:
+    args = ["--impl", impl, "--iters", str(iters), "--precision", precision, "--device", device]
+    args += ["--data", data] if data else []
+    return run_worker("tinyformer.bench.train", args)
+
+
+def machine_line() -> str:
+    """The CPU, whether it multiplies bf16 natively (read from its flags), threads and torch version."""
+    from tinyformer.device import CPU_BF16_FLAGS, cpu_flags, machine
+
+    found = [f for f in CPU_BF16_FLAGS if f in cpu_flags()]
+    bf16 = f"yes ({', '.join(found)})" if found else f"no (neither {' nor '.join(CPU_BF16_FLAGS)} in /proc/cpuinfo)"
+    threads = f"{torch.get_num_threads()} torch threads, torch {torch.__version__}"
+    return f"machine: {machine()['cpu']}; native bf16: {bf16}; {threads}"
+
+
+def matmul_peak_gflops(
+    n: int = 2048, repeats: int = 10, dtype: torch.dtype = torch.float32, device: str = "cpu"
+) -> float:
+    """The device's measured matmul rate in `dtype`: 2 n^3 FLOPs per (n x n) @ (n x n), best of `repeats`."""
+    a, b = (torch.randn(n, n, dtype=dtype, device=device) for _ in range(2))
     a @ b  # warm-up
-    best = min(_seconds(lambda: a @ b) for _ in range(repeats))
+    best = min(_seconds(lambda: a @ b, device) for _ in range(repeats))
     return 2 * n**3 / best / 1e9
 
 
-def _seconds(fn) -> float:
+def _seconds(fn, device: str = "cpu") -> float:
     t0 = time.perf_counter()
     fn()
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()  # kernels run asynchronously: wait for them before reading the clock
     return time.perf_counter() - t0
 
 
 def flops_per_token(config) -> float:
     """Training FLOPs per token: 6N for the matmuls forward and backward, N = parameters outside the embedding
     tables (a lookup is not a matmul; the untied head is one), plus attention's 12 * n_layer * D * T (QK^T and
-    AV, forward and backward; the count of the PaLM paper's appendix B)."""
+    AV, forward and backward; the count of the PaLM paper's appendix B). `config` must be fitted (its
+    vocab_size known): `GPTTask.prepare(config).config`."""
     from tinyformer.models.gpt import param_count
 
     m = config.model
+    if m.vocab_size <= 0:
+        raise ValueError("flops_per_token needs the fitted config (vocab_size > 0): GPTTask.prepare(config).config")
     tables = m.vocab_size * m.n_embd + (m.block_size * m.n_embd if m.positions == "learned" else 0)
     return 6 * (param_count(m) - tables) + 12 * m.n_layer * m.n_embd * m.block_size
 
 
-def run_benchmark(iters: int = 40, repeats: int = 3, data: str | None = None) -> dict:
-    """Alternate the two implementations `repeats` times and print the comparison."""
-    from tqdm import tqdm
+def _print_header(c, iters: int, repeats: int) -> None:
+    from tinyformer.device import describe_precision
 
-    c = _seed_recipe()
     print(
         f"seed recipe: block {c.model.block_size}, batch {c.train.batch_size}, {c.model.n_layer} layers, "
-        f"{c.model.n_head} heads, width {c.model.n_embd}, dropout {c.model.dropout}; "
-        f"{iters} timed steps after {WARMUP} warm-up, {repeats} alternating repeats"
+        f"{c.model.n_head} heads, width {c.model.n_embd}, vocab {c.model.vocab_size}, dropout {c.model.dropout}; "
+        f"{iters} timed steps after {WARMUP} warm-up, {repeats} alternating repeats, same seed and batches"
     )
-    print(f"machine: {machine()['cpu']}, {torch.get_num_threads()} torch threads, torch {torch.__version__}")
+    print(f"reference: {REFERENCE}: masked_fill causal attention, AdamW(lr=3e-4) with its defaults")
+    where = torch.device(c.train.device)
+    precision = describe_precision(where, c.train.precision)
+    print(f"tinyformer: its Trainer on the seed recipe on {where.type} in {precision}")
+    print(machine_line())
+
+
+def _print_pairs(rows: list[dict]) -> None:
+    head = f"{'reference tok/s':>16} {'tinyformer tok/s':>17} {'ratio':>7} {'ref loss':>9} {'our loss':>9}"
+    print(f"\n{'pair':>4} {head}")
+    for i, r in enumerate(rows):
+        ref, ours = r["reference"], r["tinyformer"]
+        ratio = ours["tokens_per_s"] / ref["tokens_per_s"]
+        print(
+            f"{i + 1:>4} {ref['tokens_per_s']:>16,.0f} {ours['tokens_per_s']:>17,.0f} {ratio:>6.3f}x "
+            f"{ref['loss']:>9.4f} {ours['loss']:>9.4f}"
+        )
+
+
+def run_benchmark(
+    iters: int = 40, repeats: int = 3, data: str | None = None, precision: str = "auto", device: str = "cpu"
+) -> dict:
+    """Alternate the implementations `repeats` times, print the comparison, return the figures."""
+    from tqdm import tqdm
+
+    from tinyformer.tasks import GPTTask
+
+    c = GPTTask.prepare(_seed_recipe(precision, data, device)).config  # fitted: the vocabulary is known
+    _print_header(c, iters, repeats)
     rows = []
     for _ in tqdm(range(repeats), desc="bench", unit="pair"):
-        rows.append({impl: _spawn(impl, iters, data) for impl in IMPLS})
-    print(f"\n{'pair':>4} {'reference tok/s':>16} {'tinyformer tok/s':>17} {'ratio':>7}")  # +ckpt: see below
-    for i, r in enumerate(rows):
-        ref, ours = r["reference"]["tokens_per_s"], r["tinyformer"]["tokens_per_s"]
-        print(f"{i + 1:>4} {ref:>16,.0f} {ours:>17,.0f} {ours / ref:>6.3f}x")
+        rows.append({impl: _spawn(impl, iters, data, precision, device) for impl in IMPLS})
+    _print_pairs(rows)
     med = {impl: statistics.median(r[impl]["tokens_per_s"] for r in rows) for impl in IMPLS}
+    loss = {impl: statistics.median(r[impl]["loss"] for r in rows) for impl in ("reference", "tinyformer")}
     ratio = statistics.median(r["tinyformer"]["tokens_per_s"] / r["reference"]["tokens_per_s"] for r in rows)
     rss = {impl: max(r[impl]["peak_rss_mb"] for r in rows) for impl in IMPLS}
-    print(f"\nmedian tokens/s: reference {med['reference']:,.0f}, tinyformer {med['tinyformer']:,.0f}")
-    print(f"median ratio tinyformer/reference: {ratio:.3f}x")
+    ours = rows[0]["tinyformer"]["precision"]
+    print(f"\nmedian tokens/s: reference {med['reference']:,.0f}, tinyformer ({ours}) {med['tinyformer']:,.0f}")
+    print(f"median of the per-pair ratios tinyformer/reference: {ratio:.3f}x")
+    print(
+        f"mean train loss of the last {min(LOSS_WINDOW, iters)} timed steps (median over pairs): "
+        f"reference {loss['reference']:.4f}, tinyformer {loss['tinyformer']:.4f}"
+    )
     print(
         f"peak RSS of one training process: reference {rss['reference']:.0f} MB, tinyformer {rss['tinyformer']:.0f} "
         f"MB, tinyformer with activation checkpointing {rss['tinyformer+ckpt']:.0f} MB "
         f"({med['tinyformer+ckpt']:,.0f} tokens/s)"
     )
-    peak = matmul_peak_gflops()
-    fpt = flops_per_token(c)
-    mfu = fpt * med["tinyformer"] / (peak * 1e9)
-    print(
-        f"model FLOPs utilisation: {fpt / 1e6:.2f} MFLOP/token x {med['tinyformer']:,.0f} tokens/s = "
-        f"{fpt * med['tinyformer'] / 1e9:.1f} GFLOP/s of a measured {peak:.1f} GFLOP/s fp32 matmul peak: MFU {mfu:.1%}"
-    )
     return {
+        "reference": REFERENCE,
+        "precision": ours,
         "tokens_per_s": med,
+        "loss": loss,
         "ratio_tinyformer_over_reference": ratio,
+        "pair_ratios": [r["tinyformer"]["tokens_per_s"] / r["reference"]["tokens_per_s"] for r in rows],
         "peak_rss_mb": rss,
-        "flops_per_token": fpt,
-        "matmul_peak_gflops": peak,
-        "mfu": mfu,
+        **_mfu(c, med["tinyformer"], ours),
     }
 
 
+def _mfu(c, tokens_per_s: float, precision: str) -> dict:
+    """Model FLOPs utilisation of ours, against the measured matmul peak in the precision it ran in."""
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    peak, fpt = matmul_peak_gflops(dtype=dtype, device=c.train.device), flops_per_token(c)
+    mfu = fpt * tokens_per_s / (peak * 1e9)
+    print(
+        f"model FLOPs utilisation: {fpt / 1e6:.2f} MFLOP/token x {tokens_per_s:,.0f} tokens/s = "
+        f"{fpt * tokens_per_s / 1e9:.1f} GFLOP/s of a measured {peak:.1f} GFLOP/s {precision} matmul peak: "
+        f"MFU {mfu:.1%}"
+    )
+    return {"flops_per_token": fpt, "matmul_peak_gflops": peak, "mfu": mfu}
+
+
 def _main() -> None:
+    from tinyformer.config import PRECISIONS
+
     p = argparse.ArgumentParser(description="one benchmark measurement (used by `tinyformer bench train`)")
     p.add_argument("--impl", choices=IMPLS, required=True)
     p.add_argument("--iters", type=int, default=40)
     p.add_argument("--data")
+    p.add_argument("--precision", choices=PRECISIONS, default="auto", help="tinyformer's train.precision")
+    p.add_argument("--device", default="cpu", help="where both implementations train")
     a = p.parse_args()
-    print(json.dumps(worker(a.impl, a.iters, a.data)))
+    print(json.dumps(worker(a.impl, a.iters, a.data, a.precision, a.device)))
 
 
 if __name__ == "__main__":

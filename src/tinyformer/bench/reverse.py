@@ -1,0 +1,282 @@
+"""Digit reversal, side by side: time to greedy exact match >= 0.99 and time per epoch, tinyformer vs the
+course's chapter-20 encoder-decoder (`tinyformer.bench.reference.ChapterSeq2Seq`).
+
+Both train on the same pairs and are scored on the same held-out pairs (`ReverseTask.prepare`). The
+reference runs the chapter's loop: a shuffled DataLoader of full-length padded pairs, Adam with the Noam
+LambdaLR, greedy exact match after every epoch. Ours runs as `tinyformer train reverse` does: the Trainer
+on the recipe (or `--config`), evaluating at its own `eval_interval` and writing its checkpoints there.
+Each side stops at exact match >= 0.99 or after `max_epochs`. Per side: the training time of each whole
+epoch (evaluation excluded), and the time to the target = training + evaluation time up to the first
+evaluation that reaches it (ours' checkpoint writes excluded; the wall time including them is kept too).
+The two alternate, each in a fresh process; ratios are medians of the per-pair ratios.
+
+    tinyformer bench reverse [--repeats 3] [--max-epochs 15] [--config configs/reverse.toml]
+    python -m tinyformer.bench.reverse --impl reference --max-epochs 15   # one worker: one JSON line
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+IMPLS = ("reference", "tinyformer")
+TARGET = 0.99  # greedy exact match on the held-out pairs
+REFERENCE = "the course's chapter-20 encoder-decoder (fp32)"
+
+
+def configs(path: str | None = None, precision: str | None = None, n_train: int = 0, n_val: int = 0):
+    """-> (ours, the reference's): ours is the reverse recipe or the preset at `path` (`precision` overriding
+    its train.precision); the reference's is the chapter's recipe, the default config. Both on the CPU and,
+    checked here, scored on the same held-out pairs. `n_train`, `n_val` shrink both (tests)."""
+    from tinyformer import config as cfg
+    from tinyformer.errors import UserError
+    from tinyformer.tasks import ReverseTask
+
+    shared = ['train.device="cpu"']
+    shared += [f"data.n_train={n_train}"] if n_train else []
+    shared += [f"data.n_val={n_val}"] if n_val else []
+    ours = cfg.resolve(ReverseTask.default_config(), [cfg.load_toml(path)] if path else [], shared)
+    if n_train:  # tests: with fewer pairs, ours still evaluates once an epoch
+        ours.train.eval_interval = max(1, n_train // ours.train.batch_size)
+    if precision:
+        ours.train.precision = precision
+    ref = cfg.resolve(ReverseTask.default_config(), [], shared)
+    held_out = {k: v for k, v in cfg.to_dict(ref.data).items() if k != "n_train"}
+    changed = [f"data.{k}" for k, v in held_out.items() if getattr(ours.data, k) != v]
+    if changed:
+        raise UserError(f"{path} changes {', '.join(changed)}: bench reverse scores both on the same held-out pairs")
+    return ours, ref
+
+
+class TimedEvaluation:
+    """Stands in for a task's `evaluate`: the seconds and exact match of every evaluation the Trainer runs."""
+
+    def __init__(self, evaluate) -> None:
+        self.evaluate, self.rows = evaluate, []
+
+    def __call__(self, model) -> dict:
+        t0 = time.perf_counter()
+        result = self.evaluate(model)
+        self.rows.append((time.perf_counter() - t0, result["exact_match"]))
+        return result
+
+
+@dataclass
+class Record:
+    """One side's evaluations, printed to stderr as they come (the parent passes them on)."""
+
+    impl: str
+    steps_per_epoch: int
+    evals: list[dict] = field(default_factory=list)
+    t0: float = field(default_factory=time.perf_counter)
+
+    def add(self, step: int, train_s: float, eval_s: float, exact_match: float) -> bool:
+        """`train_s`: training seconds so far; `eval_s`: this evaluation's -> whether the target is reached."""
+        row = dict(step=step, train_s=train_s, eval_s=eval_s, exact_match=exact_match)
+        self.evals.append({**row, "wall_s": time.perf_counter() - self.t0})
+        print(
+            f"{self.impl}: epoch {step / self.steps_per_epoch:.3g} (step {step}), {train_s:.1f} s training so far, "
+            f"eval {eval_s:.1f} s, exact match {exact_match:.4f}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return exact_match >= TARGET
+
+    def result(self, epoch_seconds: list[float], precision: str) -> dict:
+        hit = next((i for i, e in enumerate(self.evals) if e["exact_match"] >= TARGET), None)
+        upto = self.evals[: hit + 1] if hit is not None else []
+        eval_s = sum(e["eval_s"] for e in upto)
+        return {
+            "impl": self.impl,
+            "precision": precision,
+            "epoch_train_s": epoch_seconds,
+            "epoch_s": statistics.median(epoch_seconds) if epoch_seconds else None,
+            "evals": self.evals,
+            "reached": hit is not None,
+            "epochs": upto[-1]["step"] / self.steps_per_epoch if upto else None,
+            "train_s": upto[-1]["train_s"] if upto else None,
+            "eval_s": eval_s if upto else None,
+            "to_target_s": upto[-1]["train_s"] + eval_s if upto else None,
+            "wall_s": upto[-1]["wall_s"] if upto else None,
+        }
+
+
+def _reference(config, max_epochs: int) -> dict:
+    """The chapter's loop: an epoch over the DataLoader, then greedy exact match on the held-out pairs."""
+    from tinyformer.bench import reference as ch
+    from tinyformer.tasks import ReverseTask
+
+    torch.manual_seed(config.train.seed)
+    task = ReverseTask.prepare(config)  # the pairs tinyformer trains and is scored on
+    m, c = config.model, config.train
+    layers = (m.n_encoder_layers, m.n_decoder_layers)
+    model = ch.ChapterSeq2Seq(m.vocab_size, m.n_embd, m.n_head, m.d_ff, layers, m.dropout)
+    opt, schedule = ch.chapter_optimizer(model, m.n_embd, c.warmup_iters)
+    loader = ch.chapter_loader(*task.train, batch_size=c.batch_size)
+    record, epochs, train_s = Record("reference", len(loader)), [], 0.0
+    for epoch in range(1, max_epochs + 1):
+        model.train()
+        t0 = time.perf_counter()
+        for src, tgt in loader:
+            loss = ch.chapter_loss(model, src, tgt)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            schedule.step()
+        epochs.append(time.perf_counter() - t0)
+        train_s += epochs[-1]
+        model.eval()
+        t0 = time.perf_counter()
+        exact = ch.greedy_exact_match(model, *task.val)
+        if record.add(epoch * len(loader), train_s, time.perf_counter() - t0, exact):
+            break
+    return record.result(epochs, "fp32")
+
+
+def _tinyformer(config, max_epochs: int) -> dict:
+    """The Trainer as `tinyformer train reverse` runs it, stopped (`fit(until=...)`) at each of its evaluations
+    until one reaches the target; an epoch is n_train / batch_size steps."""
+    from tinyformer.device import seed_everything
+    from tinyformer.tasks import ReverseTask
+    from tinyformer.train.trainer import Trainer
+
+    seed_everything(config.train.seed)
+    task = ReverseTask.prepare(config)
+    task.evaluate = timed = TimedEvaluation(task.evaluate)
+    c = task.config.train
+    epoch = max(1, config.data.n_train // c.batch_size)
+    end = min(c.max_iters, max_epochs * epoch)
+    record = Record("tinyformer", epoch)
+    with tempfile.TemporaryDirectory() as run_dir:
+        trainer = Trainer(task.build_model(), task, c, run_dir, progress=False)
+        while trainer.step < end:
+            seen = len(timed.rows)
+            trainer.fit(until=min((trainer.step // c.eval_interval + 1) * c.eval_interval, end))
+            if len(timed.rows) > seen and record.add(trainer.step, trainer.train_seconds, *timed.rows[-1]):
+                break
+    s = trainer.step_seconds
+    return record.result([sum(s[i : i + epoch]) for i in range(0, len(s) - epoch + 1, epoch)], trainer.precision)
+
+
+def worker(impl: str, max_epochs: int, path: str | None = None, precision: str | None = None, **shrink) -> dict:
+    """One side, trained in this process -> the JSON `Record.result` describes."""
+    ours, ref = configs(path, precision, **shrink)
+    return _reference(ref, max_epochs) if impl == "reference" else _tinyformer(ours, max_epochs)
+
+
+def _spawn(impl: str, max_epochs: int, path: str | None, precision: str | None) -> dict:
+    from tinyformer.bench.train import run_worker
+
+    args = ["--impl", impl, "--max-epochs", str(max_epochs)]
+    args += (["--config", path] if path else []) + (["--precision", precision] if precision else [])
+    return run_worker("tinyformer.bench.reverse", args, echo=True)
+
+
+def _print_header(ours, ref, path: str | None, max_epochs: int, repeats: int) -> None:
+    from tinyformer.bench.train import machine_line
+    from tinyformer.device import describe_precision
+
+    d, c = ref.data, ours.train
+    print(
+        f"digit reversal: {d.n_train:,} training pairs (ours: {ours.data.n_train:,}), the same {d.n_val:,} held-out "
+        f"pairs; until greedy exact match >= {TARGET}, at most {max_epochs} epoch(s); {repeats} alternating pair(s), "
+        "each side in a fresh process"
+    )
+    print(
+        f"reference: {REFERENCE}: manual attention, DataLoader batch {ref.train.batch_size} padded to the full "
+        f"length, Adam + Noam warmup {ref.train.warmup_iters}, greedy decoding without a KV cache after every epoch"
+    )
+    print(
+        f"tinyformer: `tinyformer train reverse` ({path or 'the recipe of configs/reverse.toml'}) through its "
+        f"Trainer in {describe_precision(torch.device('cpu'), c.precision)}, batch {c.batch_size}, evaluating "
+        f"every {c.eval_interval} steps"
+    )
+    print(machine_line())
+
+
+def _cell(r: dict) -> str:
+    return f"{r['to_target_s']:.1f} s ({r['epochs']:.3g} ep)" if r["reached"] else "not reached"
+
+
+def _ratio(ours: float | None, ref: float | None) -> float | None:
+    return ours / ref if ours and ref else None
+
+
+def _print_pairs(rows: list[dict]) -> None:
+    head = f"{'ref s/epoch':>12} {'ours s/epoch':>13} {'ratio':>7} {'ref to 0.99':>17} {'ours to 0.99':>17}"
+    print(f"\n{'pair':>4} {head}")
+    for i, r in enumerate(rows):
+        ref, ours = r["reference"], r["tinyformer"]
+        ratio = _ratio(ours["epoch_s"], ref["epoch_s"])
+        shown = f"{ratio:>6.3f}x" if ratio else f"{'-':>7}"
+        epochs = f"{ref['epoch_s'] or 0:>12.1f} {ours['epoch_s'] or 0:>13.1f}"
+        print(f"{i + 1:>4} {epochs} {shown} {_cell(ref):>17} {_cell(ours):>17}")
+
+
+def _median_ratio(rows: list[dict], key: str) -> float | None:
+    ratios = [_ratio(r["tinyformer"][key], r["reference"][key]) for r in rows]
+    ratios = [x for x in ratios if x is not None]
+    return statistics.median(ratios) if ratios else None
+
+
+def _times(ratio: float | None) -> str:
+    return f"{ratio:.3f}x" if ratio is not None else "n/a (no pair in which both reached it)"
+
+
+def run_reverse_benchmark(
+    repeats: int = 3, max_epochs: int = 15, path: str | None = None, precision: str | None = None
+) -> dict:
+    """Alternate the two sides `repeats` times, print the comparison, return the figures."""
+    from tqdm import tqdm
+
+    ours, ref = configs(path, precision)  # a bad preset fails here, before minutes of training
+    _print_header(ours, ref, path, max_epochs, repeats)
+    rows = [
+        {impl: _spawn(impl, max_epochs, path, precision) for impl in IMPLS}
+        for _ in tqdm(range(repeats), desc="bench reverse", unit="pair")
+    ]
+    _print_pairs(rows)
+    per_epoch, to_target = _median_ratio(rows, "epoch_s"), _median_ratio(rows, "to_target_s")
+    print(f"\nmedian of the per-pair ratios tinyformer/reference: training time per epoch {_times(per_epoch)}")
+    print(f"time to exact match >= {TARGET} (training + evaluation time): {_times(to_target)}")
+    for impl in IMPLS:
+        done = [r[impl] for r in rows if r[impl]["reached"]]
+        if done:
+            split = {k: statistics.median(x[k] for x in done) for k in ("train_s", "eval_s", "wall_s")}
+            print(
+                f"  {impl}: median {split['train_s']:.1f} s training + {split['eval_s']:.1f} s evaluation; "
+                f"wall time with everything else (ours: checkpoints at each evaluation) {split['wall_s']:.1f} s"
+            )
+    return {
+        "reference": REFERENCE,
+        "config": path or "configs/reverse.toml",
+        "ratio_epoch_time": per_epoch,
+        "ratio_time_to_target": to_target,
+        "pairs": rows,
+    }
+
+
+def _main() -> None:
+    from tinyformer.config import PRECISIONS
+
+    p = argparse.ArgumentParser(description="one side of `tinyformer bench reverse`, trained in this process")
+    p.add_argument("--impl", choices=IMPLS, required=True)
+    p.add_argument("--max-epochs", type=int, default=15)
+    p.add_argument("--config", help="ours: a reverse preset (default: the recipe of configs/reverse.toml)")
+    p.add_argument("--precision", choices=PRECISIONS, help="ours: train.precision (default: the config's)")
+    p.add_argument("--n-train", type=int, default=0, help=argparse.SUPPRESS)  # tests: fewer pairs for both
+    p.add_argument("--n-val", type=int, default=0, help=argparse.SUPPRESS)
+    a = p.parse_args()
+    shrink = dict(n_train=a.n_train, n_val=a.n_val)
+    print(json.dumps(worker(a.impl, a.max_epochs, a.config, a.precision, **shrink)))
+
+
+if __name__ == "__main__":
+    _main()
