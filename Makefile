@@ -9,7 +9,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 RUN ?= runs/demo
 
-.PHONY: setup demo test lint clean
+.PHONY: setup demo test lint clean gpu-check
 
 setup: $(VENV)/.dev
 
@@ -33,6 +33,10 @@ demo: $(VENV)/.core
 
 test: $(VENV)/.dev
 	$(BIN)/python -m pytest -q
+
+# Every GPU figure the README promises, in one go on a lent GPU (under 8 minutes): runs/gpu_check/gpu_check.json
+gpu-check: $(VENV)/.core
+	$(BIN)/python scripts/gpu_check.py --out runs/gpu_check
 
 lint: setup
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
