@@ -187,3 +187,50 @@ def test_the_encoder_runs_once_per_call(decode):
     model.encoder.register_forward_hook(lambda *_: calls.append(src.size(0)))
     decode(model, src, **IDS)
     assert calls == [src.size(0)]
+
+
+class Uncached(nn.Module):
+    """A Seq2SeqTransformer seen through encode/decode only: greedy decoding re-runs the whole prefix."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model, self.config = model, model.config
+
+    def encode(self, src, **kw):
+        return self.model.encode(src, **kw)
+
+    def decode(self, tgt_in, memory, src_valid, **kw):
+        return self.model.decode(tgt_in, memory, src_valid, **kw)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_cached_greedy_decoding_equals_uncached(norm_first):
+    """A random model writes long, varied outputs; a trained-ish one (a few overfitting steps) stops at EOS."""
+    torch.manual_seed(0)
+    model = build_seq2seq(Seq2SeqConfig(n_embd=32, n_head=4, d_ff=64, dropout=0.0, norm_first=norm_first))
+    src = torch.randint(3, V, (16, 7))
+    src[::2, 5:] = PAD  # half the rows shorter: padded sources
+    for trained in (False, True):
+        cached = greedy_decode(model, src, **IDS, max_new=12)
+        assert cached.tolist() == greedy_decode(Uncached(model), src, **IDS, max_new=12).tolist()
+        assert len({tuple(row) for row in cached.tolist()}) > 4  # outputs differ by row: the check has teeth
+        if not trained:
+            train_to_reverse(model, src)
+    assert (cached == EOS).any(1).all()  # the trained-ish model ends every row
+
+
+def train_to_reverse(model: nn.Module, src: torch.Tensor, steps: int = 60) -> None:
+    """A few Adam steps on these sources' reversals, enough that the model emits EOS."""
+    lengths = (src != PAD).sum(1)
+    tgt = torch.full((len(src), src.size(1) + 2), PAD)
+    tgt[:, 0] = BOS
+    for i, n in enumerate(lengths.tolist()):
+        tgt[i, 1 : n + 1] = src[i, :n].flip(0)
+        tgt[i, n + 1] = EOS
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    model.train()
+    for _ in range(steps):
+        opt.zero_grad()
+        model(src, tgt[:, :-1], tgt[:, 1:]).loss.backward()
+        opt.step()
+    model.eval()

@@ -196,15 +196,48 @@ def test_mlm_loss_counts_only_chosen_positions_and_decoder_is_tied():
     labels[0, 2], labels[1, 5], labels[2, 9] = 7, 8, 9
     out = m(ids, labels=labels)
     chosen = labels != IGNORE
-    torch.testing.assert_close(out.loss, F.cross_entropy(out.logits[chosen], labels[chosen]))
-    out.logits.retain_grad()
-    out.loss.backward()  # the gradient reaches the logits of the chosen positions only
-    assert (out.logits.grad[~chosen] == 0).all() and (out.logits.grad[chosen].abs().sum(-1) > 0).all()
+    full = m(ids).logits  # (B, T, V): every position
+    torch.testing.assert_close(out.loss, F.cross_entropy(full[chosen], labels[chosen]))
+    torch.testing.assert_close(out.chosen_logits, full[chosen])  # the head ran on the chosen rows, in order
+    assert out.chosen_labels.tolist() == [7, 8, 9]
     # tied: the only (V, D) matrix is the input embedding, and scaling it changes the logits
     assert [n for n, p in m.named_parameters() if p.shape == (50, 16)] == ["bert.tok_emb.weight"]
     with torch.no_grad():
         m.bert.tok_emb.weight[7] += 1.0
-    assert not torch.allclose(m(ids).logits[..., 7], out.logits[..., 7].detach())
+    assert not torch.allclose(m(ids).logits[..., 7], full[..., 7])
+
+
+def test_mlm_gradient_reaches_the_chosen_positions_only():
+    """The loss reads the chosen positions' hidden states only: the others get exactly zero gradient."""
+    from tinyformer.data.mlm import IGNORE
+    from tinyformer.models.bert import BertForMaskedLM
+
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=16, d_ff=32, dropout=0.0)
+    m = BertForMaskedLM(cfg).eval()
+    ids = torch.randint(5, 50, (2, 6))
+    labels = torch.full_like(ids, IGNORE)
+    labels[0, 1], labels[1, 4] = 11, 12
+    hidden = {}
+
+    def keep(module, args, output):
+        output.last_hidden_state.retain_grad()
+        hidden["h"] = output.last_hidden_state
+
+    m.bert.register_forward_hook(keep)
+    m(ids, labels=labels).loss.backward()
+    grad = hidden["h"].grad.abs().sum(-1)  # (B, T)
+    chosen = labels != IGNORE
+    assert (grad[~chosen] == 0).all() and (grad[chosen] > 0).all()
+
+
+def test_mlm_loss_is_zero_when_nothing_is_chosen():
+    from tinyformer.data.mlm import IGNORE
+    from tinyformer.models.bert import BertForMaskedLM
+
+    cfg = BertConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=16, d_ff=32, dropout=0.0)
+    out = BertForMaskedLM(cfg)(torch.randint(5, 50, (2, 6)), labels=torch.full((2, 6), IGNORE))
+    assert float(out.loss) == 0.0 and out.chosen_logits.shape == (0, 50)
 
 
 def test_rope_encoder_sees_word_order_and_has_no_position_table():

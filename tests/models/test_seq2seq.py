@@ -183,3 +183,44 @@ def test_errors_name_the_bad_value():
         Seq2SeqConfig(pad_id=13)
     with pytest.raises(UserError, match="model.ffn='relu' is not one of gelu, swiglu"):
         Seq2SeqConfig(ffn="relu")
+
+
+# ---- cached decoding -----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kw", VARIANTS, ids=["default", "manual", "post_norm", "swiglu"])
+def test_cached_decode_one_token_at_a_time_equals_a_full_decode(kw):
+    """Each step feeds only the newest token; its logits are the full decode's logits at that position."""
+    model = tiny(**kw)
+    src, tgt = batch(lengths=(9, 4, 6), T=7)
+    tgt[1, 5:] = PAD  # a row that finished: padding in the prefix stays hidden as a key, as in the full decode
+    enc = model.encode(src)
+    full = model.decode(tgt, enc.memory, enc.src_valid).logits  # (B, T, V)
+    cache = model.new_cache(enc, capacity=tgt.size(1))
+    steps = [model.decode(tgt[:, t : t + 1], enc.memory, enc.src_valid, cache=cache, start=t).logits for t in range(7)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
+    assert not torch.allclose(steps[3], full[:, 2:3], atol=1e-4)  # positions differ: the test can see a mix-up
+
+
+def test_cached_decode_takes_chunks_and_rewinds():
+    """A prefix of 3 then 4 tokens at once equals the full decode; rewinding to position 2 overwrites the rest."""
+    model = tiny()
+    src, tgt = batch(T=7)
+    enc = model.encode(src)
+    full = model.decode(tgt, enc.memory, enc.src_valid).logits
+    cache = model.new_cache(enc)
+    first = model.decode(tgt[:, :3], enc.memory, enc.src_valid, cache=cache, start=0).logits
+    rest = model.decode(tgt[:, 3:], enc.memory, enc.src_valid, cache=cache, start=3).logits
+    torch.testing.assert_close(torch.cat([first, rest], dim=1), full, atol=1e-5, rtol=0)
+    other = tgt.clone()
+    other[:, 2:] = 3 + (tgt[:, 2:] - 3 + 1) % 10
+    again = model.decode(other[:, 2:], enc.memory, enc.src_valid, cache=cache, start=2).logits
+    torch.testing.assert_close(again, model.decode(other, enc.memory, enc.src_valid).logits[:, 2:], atol=1e-5, rtol=0)
+
+
+def test_cached_decode_refuses_positions_past_the_block_or_without_a_cache():
+    model = tiny(block_size=10)
+    src, tgt = batch(T=2)
+    enc = model.encode(src)
+    with pytest.raises(ValueError, match=r"target positions \[9, 11\) exceed block_size=10"):
+        model.decode(tgt, enc.memory, enc.src_valid, cache=model.new_cache(enc), start=9)
+    with pytest.raises(ValueError, match="start=3 without a cache"):
+        model.decode(tgt, enc.memory, enc.src_valid, start=3)

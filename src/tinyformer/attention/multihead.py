@@ -12,6 +12,9 @@ projects out. `attend` has two backends that compute the same function:
 Self-attention can also take a rotary position embedding (`rope`, applied to
 queries and keys) and a `KVCache` (`cache`): the new keys and values are written
 at positions [start, start + T) and the queries attend to every cached position.
+Cross-attention can take its keys and values already projected (`context_kv`,
+from `project_context`): a decoder generating token by token projects the
+encoder memory once per source instead of once per generated token.
 
 Shapes: B batch, T queries, S keys, D model width, H heads, Dh = D / H.
 Masks follow `tinyformer.attention.masks`: bool, True = may attend.
@@ -89,15 +92,21 @@ class MultiHeadAttention(nn.Module):
         B, L, D = x.shape
         return x.view(B, L, self.n_head, D // self.n_head).transpose(1, 2)  # (B, H, L, Dh)
 
-    def project(self, x: torch.Tensor, context: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """x (B, T, D), context (B, S, D) or None -> q (B, H, T, Dh), k and v (B, H, S, Dh)."""
+    def project_context(self, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Cross-attention: context (B, S, D) -> keys and values (B, H, S, Dh) each."""
+        k, v = self.kv(context).chunk(2, dim=-1)  # 2 x (B, S, D)
+        return self.heads(k), self.heads(v)
+
+    def project(
+        self, x: torch.Tensor, context: torch.Tensor | None, context_kv: tuple[torch.Tensor, torch.Tensor] | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x (B, T, D), context (B, S, D) or its projected keys/values -> q (B, H, T, Dh), k and v (B, H, S, Dh)."""
         if self.cross:
-            if context is None:
-                raise ValueError("cross-attention needs a context tensor")
-            q = self.q(x)  # (B, T, D)
-            k, v = self.kv(context).chunk(2, dim=-1)  # 2 x (B, S, D)
-        else:
-            q, k, v = self.qkv(x).chunk(3, dim=-1)  # 3 x (B, T, D)
+            if context_kv is None and context is None:
+                raise ValueError("cross-attention needs a context tensor (or its keys and values, context_kv)")
+            k, v = context_kv if context_kv is not None else self.project_context(context)  # (B, H, S, Dh) each
+            return self.heads(self.q(x)), k, v  # q: (B, T, D) -> (B, H, T, Dh)
+        q, k, v = self.qkv(x).chunk(3, dim=-1)  # 3 x (B, T, D)
         return self.heads(q), self.heads(k), self.heads(v)
 
     def forward(
@@ -111,13 +120,15 @@ class MultiHeadAttention(nn.Module):
         rope: Rotary | None = None,
         cache: KVCache | None = None,
         start: int = 0,
+        context_kv: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """x (B, T, D) at positions [start, start+T) -> (out (B, T, D), weights (B, H, T, S) if asked, else None).
 
         With a cache, S = start + T: the queries see the cached keys of every earlier position.
+        Cross-attention takes `context` (B, S, D) or `context_kv`, its `project_context` (B, H, S, Dh) x 2.
         """
         B, T, D = x.shape
-        q, k, v = self.project(x, context)  # (B, H, T, Dh), (B, H, S, Dh) x 2
+        q, k, v = self.project(x, context, context_kv)  # (B, H, T, Dh), (B, H, S, Dh) x 2
         if rope is not None:
             q, k = rope(q, start), rope(k, start)  # rotated by their positions; shapes unchanged
         if cache is not None:

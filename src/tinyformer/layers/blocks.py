@@ -94,6 +94,8 @@ class DecoderBlock(nn.Module):
 
     The block applies no causal mask of its own: `self_mask` must carry it (causal AND target padding, as
     `Seq2SeqTransformer` builds it with `tinyformer.attention.masks`); `cross_mask` hides source padding.
+    For token-by-token decoding, `cache` keeps the self-attention's keys/values (the new tokens sit at
+    positions [start, start + T)) and `cross_kv` is the cross-attention's projection of `memory`, made once.
     """
 
     def __init__(
@@ -129,22 +131,26 @@ class DecoderBlock(nn.Module):
         self_mask: torch.Tensor | None = None,
         cross_mask: torch.Tensor | None = None,
         need_weights: bool = False,
+        cache: KVCache | None = None,
+        cross_kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+        start: int = 0,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """x (B, T, D), memory (B, S, D) -> (x (B, T, D), self weights (B, H, T, T), cross weights (B, H, T, S)).
 
-        The weights are None unless `need_weights`.
+        The weights are None unless `need_weights`; with a cache, self weights are (B, H, T, start + T).
         """
-        w = need_weights
+        own = dict(mask=self_mask, need_weights=need_weights, cache=cache, start=start)
+        cross = dict(mask=cross_mask, need_weights=need_weights, context_kv=cross_kv)
         if self.norm_first:
-            a, self_w = self.self_attn(self.ln1(x), mask=self_mask, need_weights=w)
+            a, self_w = self.self_attn(self.ln1(x), **own)
             x = x + self.drop(a)
-            c, cross_w = self.cross_attn(self.ln2(x), memory, mask=cross_mask, need_weights=w)
+            c, cross_w = self.cross_attn(self.ln2(x), memory, **cross)
             x = x + self.drop(c)
             x = x + self.mlp(self.ln3(x))
         else:
-            a, self_w = self.self_attn(x, mask=self_mask, need_weights=w)
+            a, self_w = self.self_attn(x, **own)
             x = self.ln1(x + self.drop(a))
-            c, cross_w = self.cross_attn(x, memory, mask=cross_mask, need_weights=w)
+            c, cross_w = self.cross_attn(x, memory, **cross)
             x = self.ln2(x + self.drop(c))
             x = self.ln3(x + self.mlp(x))
         return x, self_w, cross_w

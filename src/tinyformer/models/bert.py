@@ -10,7 +10,10 @@ of words); with RoPE the masked-LM loss falls from the start. There is no
 pooler: `BertEncoder` returns one vector per token (`EncoderOutput`), and heads
 wrap it. `BertForMaskedLM` is the pretraining model: the encoder plus BERT's
 masked-LM head (dense, GELU, LayerNorm, then a decoder to the vocabulary whose
-weight is the input embedding itself, tied, with its own bias).
+weight is the input embedding itself, tied, with its own bias). Given labels, it
+runs the head on the chosen positions only, as the original BERT code does
+(`gather_indexes`): the loss needs ~15% of the rows, and the V-wide decoder and
+its softmax are the costliest part of a small model's step.
 
 `load_hf_bert` reads a Hugging Face BERT folder (config.json + model.safetensors)
 with `safetensors` alone and maps its weights onto `BertEncoder`; the only
@@ -156,6 +159,16 @@ class BertEncoder(nn.Module):
         return [AttentionPart("self", "self", out.attentions, input_ids, input_ids)]
 
 
+@dataclass
+class MaskedLMOutput:
+    """What `BertForMaskedLM` returns given labels: the N chosen positions only (labels != IGNORE), row-major."""
+
+    loss: torch.Tensor  # mean cross-entropy over the N chosen positions (0 when N = 0)
+    chosen_logits: torch.Tensor  # (N, V)
+    chosen_labels: torch.Tensor  # (N,)
+    attentions: list[torch.Tensor] | None = None  # per layer (B, H, T, T) when asked for
+
+
 class BertForMaskedLM(nn.Module):
     """`BertEncoder` + the masked-LM head; the loss counts only positions whose label is not `IGNORE`."""
 
@@ -177,17 +190,25 @@ class BertForMaskedLM(nn.Module):
         labels: torch.Tensor | None = None,
         *,
         need_weights: bool = False,
-    ) -> ModelOutput:
-        """input_ids (B, T); attention_mask (B, T) 1 = real, 0 = padding; labels (B, T), IGNORE where unchosen."""
+    ) -> ModelOutput | MaskedLMOutput:
+        """input_ids (B, T); attention_mask (B, T) 1 = real, 0 = padding; labels (B, T), IGNORE where unchosen.
+
+        Without labels: logits (B, T, V) at every position. With labels: a `MaskedLMOutput`, the loss and the
+        logits of the chosen positions only.
+        """
         enc = self.bert(input_ids, attention_mask, need_weights=need_weights)
-        h = self.ln(F.gelu(self.dense(enc.last_hidden_state)))  # (B, T, D)
-        logits = F.linear(h, self.bert.tok_emb.weight, self.bias)  # (B, T, V): decoder tied to the input embedding
-        loss = None
-        if labels is not None:
-            chosen = (labels != IGNORE).sum().clamp(min=1)  # a batch with nothing chosen gives loss 0, not NaN
-            loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE, reduction="sum")
-            loss = loss / chosen
-        return ModelOutput(logits, loss, enc.attentions)
+        if labels is None:
+            return ModelOutput(self.head(enc.last_hidden_state), None, enc.attentions)  # (B, T, V)
+        chosen = labels != IGNORE  # (B, T)
+        logits = self.head(enc.last_hidden_state[chosen])  # (N, D) -> (N, V)
+        target = labels[chosen]  # (N,)
+        loss = F.cross_entropy(logits, target, reduction="sum") / chosen.sum().clamp(min=1)  # nothing chosen: 0
+        return MaskedLMOutput(loss, logits, target, enc.attentions)
+
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden (..., D) -> logits (..., V): dense, GELU, LayerNorm, decoder tied to the input embedding."""
+        h = self.ln(F.gelu(self.dense(hidden)))  # (..., D)
+        return F.linear(h, self.bert.tok_emb.weight, self.bias)  # (..., V)
 
     def attention_parts(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[AttentionPart]:
         return self.bert.attention_parts(input_ids, attention_mask)

@@ -7,8 +7,12 @@ each Pre-LayerNorm with a final LayerNorm by default (Xiong et al., 2020), or
 the original Post-LayerNorm; an output projection to vocabulary logits.
 
 `encode()` and `decode()` are separate so that inference runs the encoder once
-per input and decodes from its memory. The three masks, all built with
-`tinyformer.attention.masks` (True = may attend):
+per input and decodes from its memory. For token-by-token generation,
+`new_cache(encoded)` holds what earlier steps computed (`DecoderCache`): each
+decoder layer's self-attention keys/values and its cross-attention projection of
+the memory, so that `decode(new_tokens, ..., cache=, start=)` runs only the new
+tokens and gives the logits a full decode of the whole prefix gives. The three
+masks, all built with `tinyformer.attention.masks` (True = may attend):
 
 - encoder self-attention: source padding                        (B, 1, 1, S)
 - decoder self-attention: causal AND target padding             (B, 1, T, T)
@@ -28,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinyformer.attention import masks
+from tinyformer.attention.kv_cache import KVCache
 from tinyformer.attention.multihead import BACKENDS, MultiHeadAttention
 from tinyformer.attention.positions import sinusoidal_table
 from tinyformer.config import check_fields
@@ -82,7 +87,8 @@ class Seq2SeqConfig:
 
 
 class Embedder(nn.Module):
-    """ids (B, L) -> Dropout(Embedding(ids) * sqrt(D) + PE[:L]) (B, L, D); one instance serves source and target."""
+    """ids (B, L) at positions [start, start + L) -> Dropout(Embedding(ids) * sqrt(D) + PE[start : start + L])
+    (B, L, D); one instance serves source and target."""
 
     def __init__(self, c: Seq2SeqConfig) -> None:
         super().__init__()
@@ -92,10 +98,10 @@ class Embedder(nn.Module):
         self.register_buffer("pe", pe, persistent=False)  # fixed, rebuilt from the config: not in the state_dict
         self.drop = nn.Dropout(c.dropout)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
         x = self.tok(ids) * self.scale  # (B, L, D)
         if self.pe is not None:
-            x = x + self.pe[: ids.size(1)]  # (L, D) broadcast over B
+            x = x + self.pe[start : start + ids.size(1)]  # (L, D) broadcast over B
         return self.drop(x)
 
 
@@ -118,6 +124,21 @@ class Encoder(nn.Module):
         return self.norm(x), attentions
 
 
+@dataclass
+class DecoderCache:
+    """What token-by-token decoding keeps between steps (`Seq2SeqTransformer.new_cache`); C = capacity.
+
+    Per decoder layer, the self-attention's keys/values so far (`KVCache`, (B, H, C, Dh)) and the
+    cross-attention's keys/values of the encoder memory (B, H, S, Dh) each, projected once per source
+    instead of once per generated token. `tgt_valid` (B, C) marks which cached target positions are
+    real tokens, so padding fed to finished rows stays hidden as a key, as in a full decode.
+    """
+
+    self_kv: list[KVCache]
+    cross_kv: list[tuple[torch.Tensor, torch.Tensor]]
+    tgt_valid: torch.Tensor
+
+
 class Decoder(nn.Module):
     """`DecoderBlock`s over the encoder memory, then `norm` (LayerNorm for pre-norm, Identity for post-norm)."""
 
@@ -133,11 +154,17 @@ class Decoder(nn.Module):
         self_mask: torch.Tensor,
         cross_mask: torch.Tensor,
         need_weights: bool = False,
+        cache: DecoderCache | None = None,
+        start: int = 0,
     ) -> tuple[torch.Tensor, list[torch.Tensor | None], list[torch.Tensor | None]]:
-        """x (B, T, D), memory (B, S, D) -> (x (B, T, D), self weights (B, H, T, T), cross weights (B, H, T, S))."""
+        """x (B, T, D), memory (B, S, D) -> (x (B, T, D), self weights (B, H, T, T), cross weights (B, H, T, S)).
+
+        With `cache`, x holds positions [start, start + T) and the self weights are (B, H, T, start + T).
+        """
         self_weights, cross_weights = [], []
-        for block in self.blocks:
-            x, sw, cw = block(x, memory, self_mask=self_mask, cross_mask=cross_mask, need_weights=need_weights)
+        for i, block in enumerate(self.blocks):
+            kw = dict(cache=cache.self_kv[i], cross_kv=cache.cross_kv[i], start=start) if cache is not None else {}
+            x, sw, cw = block(x, memory, self_mask=self_mask, cross_mask=cross_mask, need_weights=need_weights, **kw)
             self_weights.append(sw)
             cross_weights.append(cw)
         return self.norm(x), self_weights, cross_weights
@@ -173,25 +200,62 @@ class Seq2SeqTransformer(nn.Module):
         memory, attentions = self.encoder(self.embed(src), mask, need_weights)
         return EncodedSource(memory, src_valid, attentions if need_weights else None)
 
+    def new_cache(self, enc: EncodedSource, capacity: int | None = None) -> DecoderCache:
+        """An empty `DecoderCache` for decoding from `enc` up to `capacity` target positions (default block_size)."""
+        c, B = self.config, enc.memory.size(0)
+        C, Dh, p = capacity or c.block_size, c.n_embd // c.n_head, enc.memory
+        return DecoderCache(
+            [KVCache(B, c.n_head, C, Dh, device=p.device, dtype=p.dtype) for _ in self.decoder.blocks],
+            [block.cross_attn.project_context(enc.memory) for block in self.decoder.blocks],  # (B, H, S, Dh) x 2
+            torch.zeros(B, C, dtype=torch.bool, device=p.device),
+        )
+
     def decode(
-        self, tgt_in: torch.Tensor, memory: torch.Tensor, src_valid: torch.Tensor, *, need_weights: bool = False
+        self,
+        tgt_in: torch.Tensor,
+        memory: torch.Tensor,
+        src_valid: torch.Tensor,
+        *,
+        need_weights: bool = False,
+        cache: DecoderCache | None = None,
+        start: int = 0,
     ) -> Seq2SeqOutput:
-        """tgt_in (B, T) (BOS first, padded with `pad_id`), memory (B, S, D), src_valid (B, S) -> logits (B, T, V)."""
+        """tgt_in (B, T) (BOS first, padded with `pad_id`), memory (B, S, D), src_valid (B, S) -> logits (B, T, V).
+
+        With `cache` (from `new_cache`), tgt_in holds the target positions [start, start + T) only: earlier
+        positions come from the cache, which this call extends.
+        """
         _check_ids("target", tgt_in, self.config.block_size)
+        if start < 0 or start + tgt_in.size(1) > self.config.block_size:
+            raise ValueError(
+                f"target positions [{start}, {start + tgt_in.size(1)}) exceed block_size={self.config.block_size}"
+            )
         if memory.shape[:2] != src_valid.shape or memory.size(0) != tgt_in.size(0):
             raise ValueError(
                 f"shapes disagree: tgt_in {tuple(tgt_in.shape)}, memory {tuple(memory.shape)}, "
                 f"src_valid {tuple(src_valid.shape)}; expected (B, T), (B, S, D), (B, S)"
             )
-        tgt_valid = tgt_in != self.config.pad_id  # (B, T)
-        causal = masks.causal(tgt_in.size(1), device=tgt_in.device)  # (T, T)
-        self_mask = masks.combine(causal, masks.from_key_valid(tgt_valid))  # (B, 1, T, T): not future, not padding
+        self_mask = self._target_mask(tgt_in, cache, start)  # (B, 1, T, start + T): not future, not padding
         cross_mask = masks.from_key_valid(src_valid)  # (B, 1, 1, S): not source padding
-        x, self_w, cross_w = self.decoder(self.embed(tgt_in), memory, self_mask, cross_mask, need_weights)
+        x = self.embed(tgt_in, start)  # (B, T, D)
+        x, self_w, cross_w = self.decoder(x, memory, self_mask, cross_mask, need_weights, cache, start)
         logits = self.head(x)  # (B, T, V)
         if not need_weights:
             return Seq2SeqOutput(logits)
         return Seq2SeqOutput(logits, decoder_attentions=self_w, cross_attentions=cross_w)
+
+    def _target_mask(self, tgt_in: torch.Tensor, cache: DecoderCache | None, start: int) -> torch.Tensor:
+        """Decoder self-attention mask (B, 1, T, start + T): causal AND real target tokens (cached ones too)."""
+        T = tgt_in.size(1)
+        tgt_valid = tgt_in != self.config.pad_id  # (B, T)
+        if cache is None:
+            if start:
+                raise ValueError(f"start={start} without a cache: there is nothing before position {start}")
+        else:
+            cache.tgt_valid[:, start : start + T] = tgt_valid
+            tgt_valid = cache.tgt_valid[:, : start + T]  # (B, start + T)
+        causal = masks.causal(T, start + T, device=tgt_in.device)  # (T, start + T)
+        return masks.combine(causal, masks.from_key_valid(tgt_valid))
 
     def forward(
         self,

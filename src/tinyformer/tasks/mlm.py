@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from tinyformer.config import RunConfig, TrainConfig
-from tinyformer.data.mlm import IGNORE, mask_tokens, random_windows, tiled_windows
+from tinyformer.data.mlm import mask_tokens, random_windows, tiled_windows
 from tinyformer.data.subword import MASK_ID, SubwordTokenizer
 from tinyformer.data.tinyshakespeare import read_text, resolve_path
 from tinyformer.device import inference, model_device
@@ -118,7 +118,7 @@ class MLMTask(Task):
     def training_step(self, model: nn.Module, batch) -> tuple[torch.Tensor, dict[str, float]]:
         inputs, labels = batch
         out = model(inputs, labels=labels)
-        return out.loss, {"masked_acc": masked_accuracy(out.logits, labels)}
+        return out.loss, {"masked_acc": masked_accuracy(out.chosen_logits, out.chosen_labels)}
 
     def batch_tokens(self, batch) -> int:
         return batch[0].numel()
@@ -144,8 +144,8 @@ class MLMTask(Task):
 
 
 def masked_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
-    chosen = labels != IGNORE
-    return float((logits.argmax(-1) == labels)[chosen].float().mean()) if chosen.any() else 0.0
+    """logits (N, V) and labels (N,) of the chosen positions -> the fraction predicted right (0 when N = 0)."""
+    return float((logits.argmax(-1) == labels).float().mean()) if labels.numel() else 0.0
 
 
 def evaluate_masked(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor, chunk: int = 128) -> dict:
@@ -156,9 +156,9 @@ def evaluate_masked(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor
         for i in range(0, len(inputs), chunk):
             x, y = inputs[i : i + chunk].to(device), labels[i : i + chunk].to(device)
             out = model(x, labels=y)
-            n = int((y != IGNORE).sum())
+            n = len(out.chosen_labels)
             loss_sum += float(out.loss) * n
-            correct += float(((out.logits.argmax(-1) == y) & (y != IGNORE)).sum())
+            correct += float((out.chosen_logits.argmax(-1) == out.chosen_labels).sum())
             count += n
     loss = loss_sum / max(count, 1)
     return {"loss": loss, "masked_acc": correct / max(count, 1), "perplexity": math.exp(loss), "masked": int(count)}
