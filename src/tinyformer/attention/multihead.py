@@ -5,7 +5,10 @@ or from `context` (cross), splits heads, calls `attend`, merges heads and
 projects out. `attend` has two backends that compute the same function:
 
 - "sdpa"   `F.scaled_dot_product_attention`: fused kernels; with a plain causal
-           mask the kernel skips the masked upper triangle altogether.
+           mask the kernel skips the masked upper triangle altogether. On a CPU,
+           attention dropout takes the manual path instead: SDPA would fall back
+           to its unfused math path there, with PyTorch's slow per-element mask
+           (`tinyformer.layers.dropout` says why that one is cheaper).
 - "manual" softmax(Q K^T / sqrt(Dh)) V written out, and the only path that can
            return the attention weights. Asking for weights picks it for that call.
 
@@ -29,6 +32,7 @@ from torch import nn
 from tinyformer.attention import masks
 from tinyformer.attention.kv_cache import KVCache
 from tinyformer.attention.positions import Rotary
+from tinyformer.layers.dropout import dropout
 
 BACKENDS = ("sdpa", "manual")
 
@@ -47,7 +51,7 @@ def attend(
     """q (B, H, T, Dh), k/v (B, H, S, Dh) -> (out (B, H, T, Dh), weights (B, H, T, S) or None)."""
     T, S = q.size(-2), k.size(-2)
     causal = causal and T > 1  # one query is the last position: it may see every key
-    if backend == "sdpa" and not need_weights:
+    if backend == "sdpa" and not need_weights and (dropout_p == 0 or q.device.type != "cpu"):
         if causal and mask is None and T == S:  # the fast kernel that skips masked blocks
             return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True), None
         full = masks.combine(masks.causal(T, S, q.device) if causal else None, mask)
@@ -57,7 +61,7 @@ def attend(
     if full is not None:
         scores = scores.masked_fill(~full, masks.fill_value(scores.dtype))
     weights = scores.softmax(dim=-1)  # (B, H, T, S)
-    dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    dropped = dropout(weights, dropout_p)  # (a no-op for p = 0)
     return dropped @ v, weights  # (B, H, T, Dh)
 
 

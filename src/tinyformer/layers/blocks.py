@@ -29,6 +29,7 @@ from torch import nn
 from tinyformer.attention.kv_cache import KVCache
 from tinyformer.attention.multihead import MultiHeadAttention
 from tinyformer.attention.positions import Rotary
+from tinyformer.layers.dropout import Dropout
 from tinyformer.layers.feedforward import make_feedforward
 
 
@@ -57,7 +58,7 @@ class TransformerBlock(nn.Module):
         self.norm_first = norm_first
         self.ln1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.attn = MultiHeadAttention(d_model, n_head, qkv_bias=qkv_bias, dropout=attn_dropout, backend=backend)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.ln2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.mlp = make_feedforward(ffn, d_model, d_ff, dropout)
 
@@ -121,7 +122,7 @@ class DecoderBlock(nn.Module):
         )
         self.ln3 = nn.LayerNorm(d_model)
         self.mlp = make_feedforward(ffn, d_model, d_ff, dropout)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def forward(
         self,

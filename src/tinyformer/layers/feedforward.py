@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tinyformer.layers.dropout import Dropout
+
 FFN_KINDS = ("gelu", "swiglu")
 
 
@@ -22,7 +24,7 @@ class FeedForward(nn.Module):
         self.fc = nn.Linear(d_model, d_ff)
         self.act = nn.GELU()
         self.proj = nn.Linear(d_ff, d_model)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.drop(self.proj(self.act(self.fc(x))))  # (B, T, D)
@@ -36,7 +38,7 @@ class SwiGLU(nn.Module):
         self.gate = nn.Linear(d_model, d_ff, bias=False)
         self.up = nn.Linear(d_model, d_ff, bias=False)
         self.proj = nn.Linear(d_ff, d_model, bias=False)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = F.silu(self.gate(x)) * self.up(x)  # (B, T, d_ff)

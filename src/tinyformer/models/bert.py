@@ -40,6 +40,7 @@ from tinyformer.config import check_fields
 from tinyformer.data.tokenizers import IGNORE
 from tinyformer.errors import UserError
 from tinyformer.layers.blocks import TransformerBlock
+from tinyformer.layers.dropout import Dropout
 from tinyformer.layers.init import normal_init
 from tinyformer.models.outputs import AttentionPart, EncoderOutput, ModelOutput
 
@@ -100,7 +101,7 @@ class BertEncoder(nn.Module):
         self.rope = Rotary(c.n_embd // c.n_head) if c.positions == "rope" else None
         self.seg_emb = nn.Embedding(c.type_vocab_size, c.n_embd)
         self.ln_emb = nn.LayerNorm(c.n_embd, eps=c.layer_norm_eps)
-        self.drop = nn.Dropout(c.dropout)
+        self.drop = Dropout(c.dropout)
         self.blocks = nn.ModuleList(
             TransformerBlock(
                 c.n_embd,

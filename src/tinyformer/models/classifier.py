@@ -25,6 +25,7 @@ from torch import nn
 from tinyformer.attention.multihead import BACKENDS
 from tinyformer.config import check_fields
 from tinyformer.errors import UserError
+from tinyformer.layers.dropout import Dropout
 from tinyformer.models.bert import BertConfig, BertEncoder
 from tinyformer.models.cnn import TextCNN
 from tinyformer.models.outputs import AttentionPart, ModelOutput
@@ -102,7 +103,7 @@ class TextClassifier(nn.Module):
                 c.vocab_size, c.n_embd, c.hidden, c.n_layer, c.encoder, c.bidirectional, c.dropout
             )
             width = self.encoder.out_features
-        self.drop = nn.Dropout(c.dropout)
+        self.drop = Dropout(c.dropout)
         self.head = nn.Linear(width, len(c.labels))
 
     def forward(

@@ -26,6 +26,7 @@ from torch import nn
 
 from tinyformer.attention import masks
 from tinyformer.errors import UserError
+from tinyformer.layers.dropout import Dropout
 from tinyformer.models.rnn import sequence_lengths
 
 
@@ -51,7 +52,7 @@ class TextCNN(nn.Module):
         self.pad_id = pad_id
         self.out_features = n_filters * len(kernel_sizes)
         self.embed = nn.Embedding(vocab_size, n_embd, padding_idx=pad_id)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.convs = nn.ModuleList(nn.Conv1d(n_embd, n_filters, k) for k in kernel_sizes)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

@@ -26,6 +26,7 @@ from tinyformer.attention.positions import POSITIONS, Rotary, sinusoidal_table
 from tinyformer.config import check_fields
 from tinyformer.errors import UserError
 from tinyformer.layers.blocks import TransformerBlock
+from tinyformer.layers.dropout import Dropout
 from tinyformer.layers.init import normal_init
 from tinyformer.models.outputs import AttentionPart, ModelOutput
 
@@ -80,7 +81,7 @@ class MiniGPT(nn.Module):
         if c.positions == "learned":
             self.pos_emb = nn.Embedding(c.block_size, c.n_embd)
         self.rope = Rotary(c.n_embd // c.n_head, c.rope_base) if c.positions == "rope" else None
-        self.drop = nn.Dropout(c.dropout)
+        self.drop = Dropout(c.dropout)
         self.blocks = nn.ModuleList(
             TransformerBlock(
                 c.n_embd,

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from tinyformer.errors import UserError
+from tinyformer.layers.dropout import Dropout
 
 CELLS = ("rnn", "lstm", "gru")
 _RECURRENT = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
@@ -72,7 +73,7 @@ class RNNEncoder(nn.Module):
         self.hidden = hidden
         self.out_features = hidden * self.n_dir
         self.embed = nn.Embedding(vocab_size, n_embd, padding_idx=pad_id)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.rnn = _RECURRENT[cell](
             n_embd,
             hidden,

@@ -38,6 +38,7 @@ from tinyformer.attention.positions import sinusoidal_table
 from tinyformer.config import check_fields
 from tinyformer.errors import UserError
 from tinyformer.layers.blocks import DecoderBlock, TransformerBlock
+from tinyformer.layers.dropout import Dropout
 from tinyformer.layers.feedforward import FFN_KINDS
 from tinyformer.models.outputs import AttentionPart, EncodedSource, Seq2SeqOutput
 
@@ -96,7 +97,7 @@ class Embedder(nn.Module):
         self.scale = math.sqrt(c.n_embd)
         pe = sinusoidal_table(c.block_size, c.n_embd) if c.positions == "sinusoidal" else None
         self.register_buffer("pe", pe, persistent=False)  # fixed, rebuilt from the config: not in the state_dict
-        self.drop = nn.Dropout(c.dropout)
+        self.drop = Dropout(c.dropout)
 
     def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
         x = self.tok(ids) * self.scale  # (B, L, D)
