@@ -90,7 +90,7 @@ def test_a_diverging_run_stops_with_a_diagnosis_and_its_checkpoints_still_sample
 
 @pytest.mark.slow
 def test_an_encoder_decoder_with_a_huge_lr_stops_instead_of_reporting_inf(tmp_path, capsys):
-    sets = ["model.n_embd=32", "model.d_ff=64", "data.n_train=200", "data.n_val=20", "train.lr=1e4"]
+    sets = ["model.n_embd=32", "model.d_ff=64", "data.n_train=200", "data.n_val=20", "train.lr=1e20"]
     sets += ["train.max_iters=100", "train.eval_interval=50", "train.warmup_iters=1", "train.schedule=constant"]
     args = [x for s in sets for x in ("--set", s)]
     err = refused(capsys, "train", "reverse", *args, "--device", "cpu", "--out", tmp_path / "rev")
