@@ -237,7 +237,7 @@ def test_mlm_loss_is_zero_when_nothing_is_chosen():
 
     cfg = BertConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=16, d_ff=32, dropout=0.0)
     out = BertForMaskedLM(cfg)(torch.randint(5, 50, (2, 6)), labels=torch.full((2, 6), IGNORE))
-    assert float(out.loss) == 0.0 and out.chosen_logits.shape == (0, 50)
+    assert out.loss.item() == 0.0 and out.chosen_logits.shape == (0, 50)
 
 
 def test_rope_encoder_sees_word_order_and_has_no_position_table():
