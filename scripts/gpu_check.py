@@ -134,7 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out)
     if out.exists() and any(out.iterdir()):
         sys.exit(f"gpu check: {out} is not empty; give a new --out")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        sys.exit(f"gpu check: cannot make {out}: {e.strerror}")
     if not a.dry:
         import torch
 

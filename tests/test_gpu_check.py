@@ -40,3 +40,9 @@ def test_a_used_output_folder_is_refused(tmp_path):
     (tmp_path / "old.txt").write_text("x")
     with pytest.raises(SystemExit, match="is not empty"):
         gpu_check().main(["--dry", "--out", str(tmp_path)])
+
+
+def test_an_output_folder_that_cannot_be_made_is_one_line(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(SystemExit, match="cannot make"):
+        gpu_check().main(["--dry", "--out", str(tmp_path / "file" / "sub")])
