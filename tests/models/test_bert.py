@@ -182,18 +182,26 @@ def test_minilm_path_without_the_package_gives_the_install_hint(monkeypatch):
 
 
 # ---- masked-LM head ------------------------------------------------------------------------------------------------
-def test_mlm_loss_counts_only_chosen_positions_and_decoder_is_tied():
-    import torch.nn.functional as F
-
+def masked_lm(n_layer: int, shape: tuple[int, int], chosen: dict[tuple[int, int], int]):
+    """A seeded tiny BertForMaskedLM in eval mode, token ids of `shape`, labels set at `chosen` (else IGNORE)."""
     from tinyformer.data.mlm import IGNORE
     from tinyformer.models.bert import BertForMaskedLM
 
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=50, block_size=16, n_layer=2, n_head=2, n_embd=16, d_ff=32, dropout=0.0)
-    m = BertForMaskedLM(cfg).eval()
-    ids = torch.randint(5, 50, (3, 10))
+    cfg = BertConfig(vocab_size=50, block_size=16, n_layer=n_layer, n_head=2, n_embd=16, d_ff=32, dropout=0.0)
+    ids = torch.randint(5, 50, shape)
     labels = torch.full_like(ids, IGNORE)
-    labels[0, 2], labels[1, 5], labels[2, 9] = 7, 8, 9
+    for (row, col), label in chosen.items():
+        labels[row, col] = label
+    return BertForMaskedLM(cfg).eval(), ids, labels
+
+
+def test_mlm_loss_counts_only_chosen_positions_and_decoder_is_tied():
+    import torch.nn.functional as F
+
+    from tinyformer.data.mlm import IGNORE
+
+    m, ids, labels = masked_lm(2, (3, 10), {(0, 2): 7, (1, 5): 8, (2, 9): 9})
     out = m(ids, labels=labels)
     chosen = labels != IGNORE
     full = m(ids).logits  # (B, T, V): every position
@@ -210,14 +218,8 @@ def test_mlm_loss_counts_only_chosen_positions_and_decoder_is_tied():
 def test_mlm_gradient_reaches_the_chosen_positions_only():
     """The loss reads the chosen positions' hidden states only: the others get exactly zero gradient."""
     from tinyformer.data.mlm import IGNORE
-    from tinyformer.models.bert import BertForMaskedLM
 
-    torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=16, d_ff=32, dropout=0.0)
-    m = BertForMaskedLM(cfg).eval()
-    ids = torch.randint(5, 50, (2, 6))
-    labels = torch.full_like(ids, IGNORE)
-    labels[0, 1], labels[1, 4] = 11, 12
+    m, ids, labels = masked_lm(1, (2, 6), {(0, 1): 11, (1, 4): 12})
     hidden = {}
 
     def keep(module, args, output):
@@ -232,11 +234,8 @@ def test_mlm_gradient_reaches_the_chosen_positions_only():
 
 
 def test_mlm_loss_is_zero_when_nothing_is_chosen():
-    from tinyformer.data.mlm import IGNORE
-    from tinyformer.models.bert import BertForMaskedLM
-
-    cfg = BertConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=16, d_ff=32, dropout=0.0)
-    out = BertForMaskedLM(cfg)(torch.randint(5, 50, (2, 6)), labels=torch.full((2, 6), IGNORE))
+    m, ids, labels = masked_lm(1, (2, 6), {})
+    out = m(ids, labels=labels)
     assert out.loss.item() == 0.0 and out.chosen_logits.shape == (0, 50)
 
 
