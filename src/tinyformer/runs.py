@@ -23,6 +23,7 @@ from tinyformer import config as cfg
 from tinyformer.device import autocast, check_memory, describe_precision, model_device, pick_device, resolve_precision
 from tinyformer.errors import UserError
 from tinyformer.files import output_path
+from tinyformer.hub import pretrained_folder
 from tinyformer.tasks import Task, get_task
 from tinyformer.train import checkpoint as ckpt
 from tinyformer.train import distributed
@@ -167,8 +168,8 @@ def _trainer(config, task_cls, run_dir, tokenizer, resume, progress, world, devi
         distributed.barrier(world)
     check_memory(training_bytes(task), "training this model with this batch", device)
     model = task.build_model()
-    if task.init_from() and not resume:  # e.g. a classifier starting from a masked-LM run's encoder
-        task.init_model(model, load_run(task.init_from()))
+    if task.init_from() and not resume:  # e.g. a classifier starting from a masked-LM run's or MiniLM's encoder
+        task.init_model(model, load_source(task.init_from()))
     kw = dict(resume=resume, progress=progress, world=world, device=device)
     trainer = Trainer(model, task, task.config.train, run_dir, **kw)  # a resumed run's state is loaded here
     if world.main:
@@ -183,6 +184,14 @@ def _trainer(config, task_cls, run_dir, tokenizer, resume, progress, world, devi
             f"step {trainer.step}/{config.train.max_iters} | run folder {run_dir}"
         )
     return trainer
+
+
+def load_source(where: str) -> Run | Path:
+    """What `model.init_from` names: a tinyformer run folder -> its `Run` (best weights); anything else (a
+    Hugging Face model folder, the offline MiniLM, a hub id) -> the local folder `tinyformer.hub` resolves."""
+    if (Path(where) / ckpt.STATE).is_file():
+        return load_run(where)
+    return pretrained_folder(where)
 
 
 def parameter_count(task: Task) -> int:

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from tinyformer.errors import UserError
-from tinyformer.models.bert import BertConfig, BertEncoder, load_hf_bert, minilm_path
+from tinyformer.hub import minilm_path
+from tinyformer.models.bert import BertConfig, BertEncoder, load_hf_bert
 
 SENTENCES = [
     "The cat sat on the mat.",

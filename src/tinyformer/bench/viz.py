@@ -33,7 +33,8 @@ def _views(maps, out: Path) -> dict:
 
 
 def run_viz_benchmark(repeats: int = 3) -> int:
-    from tinyformer.models.bert import BertConfig, BertEncoder, minilm_path
+    from tinyformer.hub import minilm_path
+    from tinyformer.models.bert import BertConfig, BertEncoder
     from tinyformer.viz.capture import capture_attention
     from tinyformer.viz.hf import load_hf_encoder
 

