@@ -43,14 +43,24 @@ RENAMED = {  # section -> {old key: new key}
 }
 
 
+TOKENIZERS = ("char", "bpe")  # data.tokenizer of a language model
+
+
 @dataclass
 class DataConfig:
     path: str = ""  # text file; "" = --data, then $TINYFORMER_DATA, then cache/download
     val_fraction: float = 0.1  # last fraction of the text held out for validation
+    tokenizer: str = "char"  # "char" (one id per character) or "bpe" (byte-level BPE learned on the train split)
+    vocab_size: int = 4096  # bpe: tokens to learn, the 256 bytes included
+    seq_len: int = 0  # tokens per training window; 0 = model.block_size
 
     def __post_init__(self) -> None:
         if not 0.0 < self.val_fraction < 1.0:
             raise UserError(f"data.val_fraction={self.val_fraction} must be in (0, 1)")
+        if self.tokenizer not in TOKENIZERS:
+            raise UserError(f"data.tokenizer={self.tokenizer!r} is not one of {', '.join(TOKENIZERS)}")
+        if self.vocab_size < 256 or self.seq_len < 0:
+            raise UserError(f"data.vocab_size={self.vocab_size} must be >= 256 and data.seq_len={self.seq_len} >= 0")
 
 
 @dataclass

@@ -17,11 +17,10 @@ def add_export(p: argparse.ArgumentParser) -> None:
 
 def cmd_export(a: argparse.Namespace) -> int:
     from tinyformer.export import check_target, export_hf
-    from tinyformer.train import checkpoint as ckpt
 
     check_target(Path(a.out), a.force)  # before loading anything
     run = load(a)
-    out = export_hf(run.model, a.out, run.path / ckpt.TOKENIZER, force=a.force)
+    out = export_hf(run.model, a.out, run.tokenizer, force=a.force)
     print(f"wrote {out}/config.json and {out}/model.safetensors")
     print(f"load it with transformers.GPT2LMHeadModel.from_pretrained({str(out)!r})")
     return 0

@@ -77,8 +77,9 @@ def read_text(path: Path) -> str:
 class TokenSplits:
     """A token stream cut into train (first 1 - val_fraction) and val (the rest)."""
 
-    def __init__(self, ids: torch.Tensor, val_fraction: float, block_size: int) -> None:
-        n_train = int(len(ids) * (1 - val_fraction))
+    def __init__(self, ids: torch.Tensor, val_fraction: float, block_size: int, n_train: int | None = None) -> None:
+        """`n_train` (the train tokens, first) overrides `val_fraction` when the text was split before encoding."""
+        n_train = int(len(ids) * (1 - val_fraction)) if n_train is None else n_train
         self.splits = {"train": ids[:n_train], "val": ids[n_train:]}
         self.block_size = block_size
         for name, part in self.splits.items():

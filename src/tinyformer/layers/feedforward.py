@@ -1,10 +1,12 @@
 """Position-wise feed-forward networks: the original GELU MLP and the gated SwiGLU variant.
 
 - `FeedForward`: Linear -> GELU -> Linear -> Dropout (Vaswani et al., 2017; GELU from Hendrycks & Gimpel, 2016).
+  "gelu" is the exact GELU, x·Φ(x); "gelu_tanh" is the tanh approximation that GPT-2 was trained with
+  (`gelu_new` in Hugging Face configs). They differ by up to ~1e-3: a checkpoint needs the one it learned.
 - `SwiGLU`: W2(SiLU(W1 x) * W3 x) -> Dropout (Shazeer, 2020, "GLU Variants Improve Transformer"), without
   biases as in the paper. It has three weight matrices, so at equal `d_ff` it holds 1.5x the parameters.
 
-`make_feedforward(kind, ...)` picks one by its config name ("gelu" | "swiglu").
+`make_feedforward(kind, ...)` picks one by its config name ("gelu" | "gelu_tanh" | "swiglu").
 """
 
 from __future__ import annotations
@@ -15,14 +17,14 @@ from torch import nn
 
 from tinyformer.layers.dropout import Dropout
 
-FFN_KINDS = ("gelu", "swiglu")
+FFN_KINDS = ("gelu", "gelu_tanh", "swiglu")
 
 
 class FeedForward(nn.Module):
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0) -> None:
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, approximate: str = "none") -> None:
         super().__init__()
         self.fc = nn.Linear(d_model, d_ff)
-        self.act = nn.GELU()
+        self.act = nn.GELU(approximate=approximate)  # "none" (exact) or "tanh"
         self.proj = nn.Linear(d_ff, d_model)
         self.drop = Dropout(dropout)
 
@@ -47,8 +49,8 @@ class SwiGLU(nn.Module):
 
 def make_feedforward(kind: str, d_model: int, d_ff: int, dropout: float = 0.0) -> nn.Module:
     """The feed-forward named `kind` ("gelu" -> FeedForward, "swiglu" -> SwiGLU); ValueError naming it otherwise."""
-    if kind == "gelu":
-        return FeedForward(d_model, d_ff, dropout)
+    if kind in ("gelu", "gelu_tanh"):
+        return FeedForward(d_model, d_ff, dropout, approximate="tanh" if kind == "gelu_tanh" else "none")
     if kind == "swiglu":
         return SwiGLU(d_model, d_ff, dropout)
     raise ValueError(f"feed-forward kind {kind!r} is not one of {FFN_KINDS}")

@@ -27,6 +27,7 @@ from tinyformer.config import check_fields
 from tinyformer.errors import UserError
 from tinyformer.layers.blocks import TransformerBlock
 from tinyformer.layers.dropout import Dropout
+from tinyformer.layers.feedforward import FFN_KINDS
 from tinyformer.layers.init import normal_init
 from tinyformer.models.outputs import AttentionPart, ModelOutput
 
@@ -47,6 +48,9 @@ class GPTConfig:
     rope_base: float = 10000.0  # RoPE: angle of pair i is position * rope_base^(-2i/Dh)
     causal: bool = True  # False removes the causal mask: an ablation that lets training peek at the answer
     grad_checkpoint: bool = False  # recompute each block's activations in backward: less memory, ~1/3 more compute
+    ffn: str = "gelu"  # feed-forward: "gelu" (exact), "gelu_tanh" (GPT-2's approximation) or "swiglu"
+    tie_weights: bool = False  # the head reuses the token embedding matrix (GPT-2 does; saves V·D parameters)
+    init_from: str = ""  # start from GPT-2 (hub id or folder) or a gpt run folder; its architecture and tokenizer
 
     def __post_init__(self) -> None:
         if self.vocab_size < 0:
@@ -56,7 +60,7 @@ class GPTConfig:
             "model",
             positive=("block_size", "n_layer", "n_head", "n_embd", "mlp_ratio", "rope_base"),
             fractions=("dropout", "attn_dropout"),
-            choices={"backend": BACKENDS, "positions": POSITIONS},
+            choices={"backend": BACKENDS, "positions": POSITIONS, "ffn": FFN_KINDS},
             divisible=("n_embd", "n_head"),
         )
         dh = self.n_embd // self.n_head
@@ -91,12 +95,15 @@ class MiniGPT(nn.Module):
                 attn_dropout=c.attn_dropout,
                 qkv_bias=c.qkv_bias,
                 backend=c.backend,
+                ffn=c.ffn,
             )
             for _ in range(c.n_layer)
         )
         self.ln_f = nn.LayerNorm(c.n_embd)
         self.head = nn.Linear(c.n_embd, c.vocab_size, bias=False)
         self.apply(normal_init)  # GPT-2 / BERT: N(0, 0.02) weights, zero biases
+        if c.tie_weights:  # one (V, D) matrix embeds tokens and scores them (Press & Wolf, 2017)
+            self.head.weight = self.tok_emb.weight
         for name, p in self.named_parameters():  # GPT-2: scale residual projections by depth
             if name.endswith("attn.proj.weight") or name.endswith("mlp.proj.weight"):
                 nn.init.normal_(p, std=0.02 / math.sqrt(2 * c.n_layer))
@@ -191,14 +198,16 @@ def param_breakdown(c: GPTConfig) -> list[tuple[str, str, int, int]]:
     V, T, D, F_ = c.vocab_size, c.block_size, c.n_embd, c.mlp_ratio * c.n_embd
     learned = c.positions == "learned"
     qkv_bias = "+3D " if c.qkv_bias else ""
+    mlp = ("3·D·F (no biases)", 3 * D * F_) if c.ffn == "swiglu" else ("2·D·F + F + D", 2 * D * F_ + F_ + D)
+    head = ("head (tied: the token embedding)", "0", 0) if c.tie_weights else ("head (untied, no bias)", "D·V", D * V)
     return [
         ("token embedding", "V·D", V * D, 1),
         ("position embedding", "T·D" if c.positions == "learned" else f"none ({c.positions})", learned * T * D, 1),
         ("block attention", f"3D² {qkv_bias}+ D² + D", 4 * D * D + D + (3 * D if c.qkv_bias else 0), c.n_layer),
-        ("block MLP", "2·D·F + F + D", 2 * D * F_ + F_ + D, c.n_layer),
+        ("block MLP", *mlp, c.n_layer),
         ("block layer norms", "2·2D", 4 * D, c.n_layer),
         ("final layer norm", "2D", 2 * D, 1),
-        ("head (untied, no bias)", "D·V", D * V, 1),
+        (*head, 1),
     ]
 
 

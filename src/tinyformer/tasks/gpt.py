@@ -1,10 +1,14 @@
-"""Character-level language modelling with MiniGPT on Tiny Shakespeare (or any text).
+"""Language modelling with MiniGPT on Tiny Shakespeare (or any text): characters, byte-level BPE, or GPT-2.
 
-Loss: mean next-token cross-entropy. Evaluation: mean val loss over a fixed,
-seeded set of random windows. After training, sample.txt continues
-`sample.prompt`; `tinyformer sample` continues any prompt and `tinyformer eval`
-scores the held-out split (or a text file) in loss, perplexity and bits per
-character.
+The tokenizer: characters (`data.tokenizer=char`, the default), a byte-level BPE learned on the training
+split (`data.tokenizer=bpe`, `data.vocab_size`), or, with `model.init_from=gpt2` (a hub id or a Hugging Face
+folder), GPT-2's own tokenizer and weights: the architecture then comes from the checkpoint's config.json
+(`tinyformer.models.gpt2`) and training continues on the user's text.
+
+Loss: mean next-token cross-entropy. Evaluation: mean val loss over a fixed, seeded set of random windows,
+and the same in bits per character (`bpc`), so character and subword runs compare. After training,
+sample.txt continues `sample.prompt`; `tinyformer sample` continues any prompt and `tinyformer eval`
+scores the held-out split (or a text file) in loss, perplexity and bits per character.
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from tinyformer.config import RunConfig, SampleConfig
+from tinyformer.config import DataConfig, RunConfig, SampleConfig
+from tinyformer.data.bpe import BPETokenizer
 from tinyformer.data.tinyshakespeare import TokenSplits, read_text, resolve_path
-from tinyformer.data.tokenizers import CharTokenizer
+from tinyformer.data.tokenizers import CharTokenizer, load_text_tokenizer
 from tinyformer.device import check_memory, inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.models.gpt import GPTConfig, MiniGPT, param_breakdown
+from tinyformer.models.gpt2 import config_from_gpt2, import_gpt2
 from tinyformer.tasks.base import Arg, Task, fit_model
 
 SAMPLE_ARGS = (
@@ -49,17 +55,29 @@ class GPTTask(Task):
         return RunConfig(task=cls.name, model=GPTConfig())
 
     @classmethod
-    def load_tokenizer(cls, path: Path) -> CharTokenizer:
-        return CharTokenizer.load(path)
+    def load_tokenizer(cls, path: Path) -> CharTokenizer | BPETokenizer:
+        return load_text_tokenizer(path)
 
     @classmethod
-    def prepare(cls, config: RunConfig, tokenizer: CharTokenizer | None = None) -> GPTTask:
-        """Read the text, fit (or reuse) the tokenizer and fix model.vocab_size to it."""
+    def prepare(cls, config: RunConfig, tokenizer: CharTokenizer | BPETokenizer | None = None) -> GPTTask:
+        """Read the text, split it, fit (or reuse) the tokenizer and fix model.vocab_size to it.
+
+        With `model.init_from` (and no tokenizer given, i.e. a new run), the architecture and the tokenizer
+        are the checkpoint's."""
+        if tokenizer is None and config.model.init_from:
+            config, tokenizer = from_pretrained(config)
         text = read_text(resolve_path(config.data.path or None))
-        tokenizer = tokenizer or CharTokenizer.from_text(text)
+        n = int(len(text) * (1 - config.data.val_fraction))  # characters of the train split
+        tokenizer = tokenizer or fit_tokenizer(config.data, text, n)
         task = cls(fit_model(config, vocab_size=tokenizer.vocab_size), tokenizer)
-        ids = torch.tensor(tokenizer.encode(text), dtype=torch.long)
-        task.splits = TokenSplits(ids, config.data.val_fraction, config.model.block_size)
+        train, val = tokenizer.encode(text[:n]), tokenizer.encode(text[n:])
+        window = config.data.seq_len or config.model.block_size
+        if window > config.model.block_size:
+            raise UserError(f"data.seq_len={window} is longer than model.block_size={config.model.block_size}")
+        task.splits = TokenSplits(
+            torch.tensor(train + val, dtype=torch.long), config.data.val_fraction, window, len(train)
+        )
+        task.val_chars_per_token = (len(text) - n) / max(len(val), 1)
         try:  # checked now, not when sample.txt is written after the whole run
             tokenizer.encode(config.sample.prompt)
         except UserError as e:
@@ -68,6 +86,19 @@ class GPTTask(Task):
 
     def build_model(self) -> MiniGPT:
         return MiniGPT(self.config.model)
+
+    def init_from(self) -> str:
+        return self.config.model.init_from
+
+    def init_model(self, model: MiniGPT, source) -> None:
+        """Copy GPT-2's weights from `source`, the Hugging Face folder `model.init_from` resolved to."""
+        from tinyformer.hub import hf_weights
+
+        if not isinstance(source, Path):
+            raise UserError(f"model.init_from={self.init_from()!r} is a tinyformer run; continue it with --resume")
+        import_gpt2(model, hf_weights(source))
+        c = self.config.model
+        print(f"started from GPT-2 {self.init_from()!r}: {c.n_layer} layers, {c.n_head} heads, {c.n_embd} wide")
 
     def train_batch(self, batch_size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         return self.splits.batch("train", batch_size, generator)
@@ -87,7 +118,8 @@ class GPTTask(Task):
         for _ in range(t.eval_iters):
             x, y = self.splits.batch("val", t.batch_size, g)
             total += model(x.to(device), y.to(device)).loss.item()
-        return {"loss": total / t.eval_iters}
+        loss = total / t.eval_iters  # nats per token
+        return {"loss": loss, "bpc": loss / math.log(2) / self.val_chars_per_token}
 
     def finish(self, model: nn.Module, run_dir: Path) -> None:
         """sample.txt: a continuation of `sample.prompt` by the finished model."""
@@ -108,12 +140,16 @@ class GPTTask(Task):
             where = f"held-out split (last {self.config.data.val_fraction:.0%} of {path})"
         else:
             text, where = read_text(Path(data)), data
-        if len(text) < 2:
-            raise UserError(f"{where} has {len(text)} character(s); at least 2 are needed to score one")
-        loss = text_loss(model, torch.tensor(self.tokenizer.encode(text)))
+        ids = self.tokenizer.encode(text)
+        if len(ids) < 2:
+            raise UserError(f"{where} has {len(ids)} token(s); at least 2 are needed to score one")
+        loss = text_loss(model, torch.tensor(ids))
+        chars = len(text) - len(self.tokenizer.decode(ids[:1]))  # the characters the scored tokens spell
+        bpc = loss * (len(ids) - 1) / max(chars, 1) / math.log(2)
+        unit = "char" if isinstance(self.tokenizer, CharTokenizer) else "token"
         return (
-            f"{where}: {len(text):,} characters, loss {loss:.4f} nats/char, perplexity {math.exp(loss):.3f}, "
-            f"{loss / math.log(2):.4f} bits per character"
+            f"{where}: {len(text):,} characters in {len(ids):,} tokens, loss {loss:.4f} nats/{unit}, "
+            f"perplexity {math.exp(loss):.3f}, {bpc:.4f} bits per character"
         )
 
     def predict(self, model: nn.Module, context: int | None = None, ntk: bool = False, **options) -> str:
@@ -154,3 +190,26 @@ def text_loss(model: MiniGPT, ids: torch.Tensor) -> float:
             n = chunk.size(1) - 1
             total, count = total + model(chunk[:, :-1], chunk[:, 1:]).loss.item() * n, count + n
     return total / count
+
+
+def fit_tokenizer(d: DataConfig, text: str, n_train: int) -> CharTokenizer | BPETokenizer:
+    """Characters of the whole text (a held-out character would be unencodable), or a BPE learned on the
+    first `n_train` characters only."""
+    if d.tokenizer == "char":
+        return CharTokenizer.from_text(text)
+    return BPETokenizer.train([text[:n_train]], d.vocab_size)
+
+
+def from_pretrained(config: RunConfig) -> tuple[RunConfig, BPETokenizer]:
+    """`model.init_from` -> (config with the checkpoint's architecture, its tokenizer). Dropout, backend and
+    the other training choices stay the config's."""
+    from tinyformer.hub import hf_config, pretrained_folder
+
+    folder = pretrained_folder(config.model.init_from)
+    fields = config_from_gpt2(hf_config(folder))
+    tokenizer = BPETokenizer.from_folder(folder)
+    if tokenizer.vocab_size != fields["vocab_size"]:
+        raise UserError(
+            f"{folder}: the tokenizer has {tokenizer.vocab_size} tokens, config.json vocab_size={fields['vocab_size']}"
+        )
+    return dataclasses.replace(config, model=dataclasses.replace(config.model, **fields)), tokenizer

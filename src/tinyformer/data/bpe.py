@@ -1,0 +1,125 @@
+"""Byte-level BPE (Sennrich et al., 2016; byte-level as in GPT-2, Radford et al., 2019).
+
+Text is first turned into UTF-8 bytes, each byte shown as one of 256 printable characters, so the base
+alphabet is every byte: any text, in any script, including characters never seen in training, encodes
+without an unknown token and decodes back to exactly the same string. Merges of frequent neighbouring
+pieces are learned (Hugging Face `tokenizers`) from the training split only; `vocab_size` counts the 256
+bytes, the merges and any special tokens.
+
+The same class holds GPT-2's own tokenizer (`from_folder`: a Hugging Face folder's tokenizer.json, or
+vocab.json + merges.txt), so a model imported from GPT-2 reads and writes text exactly as GPT-2 does. The
+file format is Hugging Face's tokenizer.json, which `tokenizers.Tokenizer.from_file` reads as well.
+
+A token may end in the middle of a character (a 4-byte emoji can be two tokens): `decode` of such a
+prefix ends in U+FFFD; decode whole sequences, or see `tinyformer.generate.sampling` for streaming.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import torch
+
+from tinyformer.data.tokenizers import show_char
+from tinyformer.errors import UserError
+from tinyformer.files import atomic_write
+
+DEFAULT_VOCAB = 4096
+
+
+class BPETokenizer:
+    def __init__(self, tokenizer) -> None:
+        """Wrap a `tokenizers.Tokenizer` with a BPE model (byte-level pre-tokenizer and decoder)."""
+        self.hf = tokenizer
+        self.hf.no_truncation()
+        self.hf.no_padding()
+
+    @classmethod
+    def train(cls, texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB, specials: tuple[str, ...] = ()):
+        """Learn merges up to `vocab_size` tokens from `texts`; `specials` get the first ids, in order."""
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+        if vocab_size < 256 + len(specials):
+            raise UserError(f"a byte-level BPE needs vocab_size >= {256 + len(specials)} (256 bytes), got {vocab_size}")
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)  # GPT-2's split: words, digits, ...
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=list(specials),
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # all 256 bytes, seen in training or not
+            show_progress=False,
+        )
+        tok.train_from_iterator(texts, trainer=trainer)
+        return cls(tok)
+
+    @classmethod
+    def from_folder(cls, folder: Path) -> BPETokenizer:
+        """GPT-2's tokenizer from a Hugging Face folder: tokenizer.json, else vocab.json + merges.txt."""
+        if (folder / "tokenizer.json").is_file():
+            return cls.load(folder / "tokenizer.json")
+        if not ((folder / "vocab.json").is_file() and (folder / "merges.txt").is_file()):
+            raise UserError(f"{folder} has no tokenizer: neither tokenizer.json nor vocab.json + merges.txt")
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+        tok = Tokenizer(models.BPE.from_file(str(folder / "vocab.json"), str(folder / "merges.txt")))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        return cls(tok)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.hf.get_vocab_size()
+
+    def token_id(self, token: str) -> int | None:
+        return self.hf.token_to_id(token)
+
+    def encode(self, text: str) -> list[int]:
+        return self.hf.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: list[int] | torch.Tensor, skip_special_tokens: bool = False) -> str:
+        if isinstance(ids, torch.Tensor):
+            ids = ids.tolist()
+        return self.hf.decode(ids, skip_special_tokens=skip_special_tokens)
+
+    def batch(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Texts -> ids (B, T) padded at the end with id 0, and the mask (B, T), 1 = real, 0 = padding."""
+        rows = [self.encode(t) for t in texts]
+        width = max(len(r) for r in rows)
+        ids = torch.zeros((len(rows), width), dtype=torch.long)  # (B, T)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)  # (B, T)
+        for i, r in enumerate(rows):
+            ids[i, : len(r)], mask[i, : len(r)] = torch.tensor(r, dtype=torch.long), 1
+        return ids, mask
+
+    def convert_ids_to_tokens(self, ids: list[int]) -> list[str]:
+        """A readable label per id for plots: the token's own text, spaces and newlines made visible."""
+        return ["".join(show_char(c) for c in self.decode([i])) for i in ids]
+
+    def save(self, path: str | Path) -> None:
+        atomic_write(Path(path), lambda t: self.hf.save(str(t)))
+
+    @classmethod
+    def load(cls, path: str | Path) -> BPETokenizer:
+        from tokenizers import Tokenizer
+
+        data = read_hf_tokenizer(path)
+        if data["model"].get("type") != "BPE":
+            raise UserError(f"{path} is not a BPE tokenizer.json (found {data['model'].get('type')!r})")
+        try:
+            return cls(Tokenizer.from_str(json.dumps(data)))
+        except Exception as e:  # tokenizers raises its own exception type for a malformed file
+            raise UserError(f"{path} is not a valid tokenizer.json: {str(e).splitlines()[0][:200]}") from None
+
+
+def read_hf_tokenizer(path: str | Path) -> dict:
+    """A Hugging Face tokenizer.json as a dict; UserError naming the file when it is not one."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UserError(f"cannot read tokenizer {str(path)!r}: {e}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
+        raise UserError(f"{path} is not a Hugging Face tokenizer.json (no 'model' section)")
+    return data
