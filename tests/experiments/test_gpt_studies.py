@@ -1,5 +1,7 @@
 """The MiniGPT studies at --quick size: each writes its report from its own runs."""
 
+import json
+import math
 import re
 
 import pytest
@@ -79,3 +81,16 @@ def test_quick_kv_cache_benchmark_report(tmp_path):
     assert text.count("| context | no cache ms/token | cache ms/token | cache speedup |") == 2
     assert "HF generate ms/token" in text and "µs per context token" in text
     assert (tmp_path / "ms_per_token.png").is_file()
+
+
+def test_quick_tokenizers_report_compares_bits_per_character(tmp_path, text_file):
+    from tinyformer.experiments import tokenizers
+
+    text = tokenizers.run(tmp_path, quick=True, data=str(text_file)).read_text()
+    assert "| char | " in text and "| bpe | " in text and "val bpc by" in text
+    char, bpe = (json.loads((tmp_path / n / "config.json").read_text()) for n in ("char", "bpe"))
+    assert char["data"]["tokenizer"] == "char" and bpe["data"]["tokenizer"] == "bpe" and bpe["model"]["tie_weights"]
+    rows = [json.loads(line) for line in (tmp_path / "bpe" / "metrics.jsonl").read_text().splitlines()]
+    pairs = [(r["bpc"], r["loss"]) for r in rows if r.get("split") == "val"]
+    assert pairs and all(b < lo / math.log(2) for b, lo in pairs)  # a BPE token spells more than one character
+    assert (tmp_path / "bpc_vs_time.png").stat().st_size > 1000

@@ -17,14 +17,15 @@ WHAT = {
     "attention": "manual vs SDPA time, memory and agreement for L = 128 .. 2048",
     "viz": "time to render every attention view of a 12x12-head BERT",
     "bert-parity": "our BERT encoder vs Hugging Face's on the offline checkpoint",
+    "gpt2": "fine-tuning tokens/s of MiniGPT in GPT-2 small's configuration vs transformers' GPT2LMHeadModel",
     "all": "train + attention",
 }
-JSON_WRITERS = ("train", "reverse", "attention", "all")
+JSON_WRITERS = ("train", "reverse", "attention", "gpt2", "all")
 
 
 def add_bench(p: argparse.ArgumentParser) -> None:
     p.add_argument("what", choices=list(WHAT), help="; ".join(f"{k}: {v}" for k, v in WHAT.items()))
-    p.add_argument("--iters", type=positive_int, default=40, help="train: timed steps per measurement")
+    p.add_argument("--iters", type=positive_int, help="train, gpt2: timed steps per measurement (default 40, gpt2 3)")
     p.add_argument("--repeats", type=positive_int, default=3, help="alternating measurements of each")
     p.add_argument("--max-epochs", type=positive_int, default=15, help="reverse: epochs before 'not reached'")
     p.add_argument("--config", help="reverse: tinyformer's preset (default: the recipe of configs/reverse.toml)")
@@ -83,7 +84,11 @@ def _measure(a: argparse.Namespace, data: str | None) -> dict:
     if a.what in ("train", "all"):
         from tinyformer.bench.train import run_benchmark
 
-        figures["train"] = run_benchmark(a.iters, a.repeats, data, a.precision or "auto", a.device)
+        figures["train"] = run_benchmark(a.iters or 40, a.repeats, data, a.precision or "auto", a.device)
+    if a.what == "gpt2":
+        from tinyformer.bench.gpt2 import run_gpt2_benchmark
+
+        figures["gpt2"] = run_gpt2_benchmark(a.iters or 3, a.repeats, a.device)
     if a.what in ("attention", "all"):
         from tinyformer.bench.attention import run_attention_benchmark
 

@@ -7,13 +7,15 @@
 from collections.abc import Callable
 from pathlib import Path
 
-from tinyformer.experiments import classifiers, gpt_studies, kv_cache, reverse_ablation
+from tinyformer.experiments import classifiers, gpt_studies, kv_cache, reverse_ablation, tokenizers
 
 EXPERIMENTS: dict[str, Callable[..., Path]] = {
     "ablation": gpt_studies.ablation,  # MiniGPT depth, heads, causal mask
     "scale": gpt_studies.scale,  # deeper and wider at the same steps; Chinchilla
     "positions": gpt_studies.positions,  # learned / sinusoidal / RoPE (+NTK) past the trained context
+    "tokenizers": tokenizers.run,  # characters vs byte-level BPE at the same parameters and wall time
     "kv-cache": kv_cache.run,  # per-token generation cost with and without the cache
     "reverse-ablation": reverse_ablation.run,  # the encoder-decoder chapter's exercises
     "classifiers": classifiers.run,  # Transformer vs TextCNN vs RNN family; what pretraining buys
+    "classifiers-minilm": classifiers.run_minilm,  # pretrained MiniLM vs its architecture from scratch
 }
