@@ -44,6 +44,8 @@ def test_seed_recipe_has_824832_parameters():
         dict(vocab_size=100, n_layer=1, n_head=1),
         dict(vocab_size=7, block_size=33, n_layer=3, n_head=2, n_embd=24, mlp_ratio=2),
         dict(vocab_size=65, n_layer=8, n_embd=256, qkv_bias=True),
+        dict(vocab_size=300, n_layer=2, qkv_bias=True, tie_weights=True, ffn="gelu_tanh"),  # GPT-2's shape
+        dict(vocab_size=65, n_layer=2, ffn="swiglu"),
         dict(vocab_size=65, positions="rope"),
         dict(vocab_size=65, positions="sinusoidal"),
     ],
