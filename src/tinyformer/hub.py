@@ -84,7 +84,7 @@ def _from_hub(repo: str, what: str) -> Path:
     if not hub_reachable():
         raise UserError(
             f"{what}={repo!r}: no such folder, not in the Hugging Face cache, and the hub is unreachable "
-            f"(offline); give a local model folder, or {OFFLINE_BERT} for the offline BERT"
+            f"(offline); give a local model folder (the offline BERT is {OFFLINE_BERT})"
         )
     try:
         return Path(snapshot_download(repo, allow_patterns=HUB_FILES))
