@@ -1,8 +1,9 @@
 """The `tinyformer` command: one table of subcommands, each a thin function over the library.
 
 The modules of this package follow the concepts: `train` (train, info), `infer` (each task's
-inference verb, and eval), `viz`, `export`, `experiment`, `bench`. Tasks declare their own inference
-verb and options (`tinyformer.tasks.base.Task`), so no command here names a task.
+inference verb, and eval), `chat` (`sample`, interactive), `viz`, `export`, `experiment`, `bench`.
+Tasks declare their own inference verb and options (`tinyformer.tasks.base.Task`), so no command here
+names a task.
 
 A `UserError` (bad flag, missing file, unknown character, ...) ends in one line
 on stderr and exit code 2; an interrupted training run exits with 130.
@@ -14,7 +15,7 @@ import argparse
 import os
 import sys
 
-from tinyformer.cli import bench, experiment, export, infer, train, viz
+from tinyformer.cli import bench, chat, experiment, export, infer, train, viz
 from tinyformer.errors import UserError
 from tinyformer.files import reason
 
@@ -24,6 +25,7 @@ def commands() -> dict:
     return {
         "train": (train.add_train, train.cmd_train, "train a model (e.g. MiniGPT on Tiny Shakespeare)"),
         **infer.predict_commands(),  # sample, translate, fill, classify: each task's inference verb
+        "chat": (chat.add_chat, chat.cmd_chat, "continue line after line with a language-model run, streaming"),
         "info": (train.add_info, train.cmd_info, "show a run's config, parameter breakdown and progress"),
         "eval": (infer.add_eval, infer.cmd_eval, "score a run on its held-out data (a language model: or a file)"),
         "viz": (viz.add_viz, None, "draw attention: Hugging Face BERT, any tinyformer run, cross-attention"),

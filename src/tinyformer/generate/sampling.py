@@ -10,9 +10,15 @@ shifts by one): no cached entry is what the window would compute. The cached
 path then rebuilds the cache from the last `window` tokens, which is exactly
 what the naive path (`use_cache=False`, the whole window re-run every step)
 computes.
+
+`stream` is the one generation loop: it yields each new token as it is sampled, and `generate` (hence
+`generate_text`, `tinyformer sample`) collects what it yields. `TextStream` turns those ids into text as
+they come, holding back a character until all of its bytes have arrived (byte-level tokenizers).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import torch
 from torch import nn
@@ -53,6 +59,35 @@ def next_token(
     return torch.multinomial(probs, 1, generator=generator)  # (B, 1)
 
 
+def stream(
+    model: nn.Module,
+    idx: torch.Tensor,
+    max_new_tokens: int,
+    *,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+    use_cache: bool = True,
+    window: int | None = None,
+) -> Iterator[torch.Tensor]:
+    """idx (B, T0) -> the next ids (B, 1), one per step, `max_new_tokens` of them, each yielded as soon as it is
+    sampled; each step sees at most `window` (default block_size) tokens. The window is checked now, not at the
+    first step. Eval mode and no-grad are set for each step only: between tokens, the caller's state is its own."""
+    window = model.check_context(window or model.config.block_size)
+    use_cache = use_cache and model.config.causal  # without the mask, earlier keys change as text grows
+    step = _cached_steps(model, idx, window) if use_cache else _naive_steps(model, window)
+    return _stream(model, step, idx, max_new_tokens, (temperature, top_k, top_p, generator))
+
+
+def _stream(model: nn.Module, step, idx: torch.Tensor, n: int, sampling: tuple) -> Iterator[torch.Tensor]:
+    for _ in range(n):
+        with inference(model):  # per step: a suspended generator must not leave no-grad on for its caller
+            token = next_token(step(idx), *sampling)  # (B, 1): step gives the logits (B, V) after idx
+        idx = torch.cat([idx, token], dim=1)  # (B, T + 1)
+        yield token
+
+
 def generate(
     model: nn.Module,
     idx: torch.Tensor,
@@ -65,15 +100,9 @@ def generate(
     use_cache: bool = True,
     window: int | None = None,
 ) -> torch.Tensor:
-    """idx (B, T0) -> (B, T0 + max_new_tokens); each step sees at most `window` (default block_size) tokens."""
-    window = model.check_context(window or model.config.block_size)
-    use_cache = use_cache and model.config.causal  # without the mask, earlier keys change as text grows
-    with inference(model):
-        step = _cached_steps(model, idx, window) if use_cache else _naive_steps(model, window)
-        for _ in range(max_new_tokens):
-            logits = step(idx)  # (B, V): the next-token logits after the last token of idx
-            idx = torch.cat([idx, next_token(logits, temperature, top_k, top_p, generator)], dim=1)
-    return idx
+    """idx (B, T0) -> (B, T0 + max_new_tokens): everything `stream` yields, after the prompt."""
+    sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
+    return torch.cat([idx, *stream(model, idx, max_new_tokens, **sampling, use_cache=use_cache, window=window)], 1)
 
 
 def _naive_steps(model: nn.Module, window: int):
@@ -117,3 +146,33 @@ def generate_text(
         window=window,
     )
     return tokenizer.decode(out[0])
+
+
+REPLACEMENT = "\ufffd"  # what decoding an incomplete UTF-8 sequence gives
+
+
+class TextStream:
+    """Ids in, one at a time; the text they complete out. Text is given out once it no longer ends in
+    U+FFFD, i.e. once the last character's bytes have all arrived (a byte-level BPE can split one character
+    over several ids; a character tokenizer never holds anything back). `flush()` gives what is held.
+
+    The pieces join to `tokenizer.decode(all ids)` for any tokenizer whose decode is concatenative at
+    complete characters: character tokenizers, and byte-level ones (UTF-8 resynchronises after each one).
+    """
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.pending: list[int] = []  # ids since the last piece given out
+
+    def push(self, token: int) -> str:
+        self.pending.append(int(token))
+        text = self.tokenizer.decode(self.pending)
+        if text.endswith(REPLACEMENT):
+            return ""
+        self.pending = []
+        return text
+
+    def flush(self) -> str:
+        text = self.tokenizer.decode(self.pending) if self.pending else ""
+        self.pending = []
+        return text
