@@ -118,8 +118,10 @@ class SampleConfig:
             raise UserError(
                 f"temperature={self.temperature} must be 0 (greedy) or in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}]"
             )
-        if self.top_k < 0 or not 0.0 < self.top_p <= 1.0:
-            raise UserError(f"top_k={self.top_k} must be >= 0 and top_p={self.top_p} in (0, 1]")
+        if self.top_k < 0:
+            raise UserError(f"top_k={self.top_k} must be >= 0 (0 = off)")
+        if not 0.0 < self.top_p <= 1.0:
+            raise UserError(f"top_p={self.top_p} must be in (0, 1] (1 = off)")
         if self.tokens < 0:
             raise UserError(f"tokens={self.tokens} must be >= 0")
         if not self.prompt:
