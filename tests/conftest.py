@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import random
+import string
 from pathlib import Path
 
 import pytest
@@ -102,3 +104,52 @@ def reversal_run(tmp_path_factory) -> Path:
     assert r.returncode == 0, r.stderr
     assert "exact_match" in r.stdout
     return out
+
+
+# ---- pairs for `train seq2seq`: lower-case words -> upper case, written per test (no data file is committed) ----
+def upper_case_words(n: int = 200, seed: int = 0) -> list[str]:
+    """`n` distinct lower-case words of 3-8 letters, sorted, from `seed`."""
+    rng = random.Random(seed)
+    words: set[str] = set()
+    while len(words) < n:
+        words.add("".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 8))))
+    return sorted(words)
+
+
+def write_tsv(path: Path, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> Path:
+    path.write_text("\n".join("\t".join(r) for r in [header, *rows]) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def upper_pairs(tmp_path: Path) -> Path:
+    """200 lower-case words and their upper case: a TSV with the columns src and tgt."""
+    return write_tsv(tmp_path / "upper.tsv", ("src", "tgt"), [(w, w.upper()) for w in upper_case_words()])
+
+
+SEQ2SEQ_TINY = [  # a model and schedule that learn the 180 training pairs of `upper_pairs` in 400 CPU steps
+    "model.n_embd=32",
+    "model.d_ff=64",
+    "model.n_encoder_layers=1",
+    "model.n_decoder_layers=1",
+    "model.dropout=0.0",
+    "model.attn_dropout=0.0",
+    "model.block_size=16",
+    "train.max_iters=400",
+    "train.batch_size=32",
+    "train.lr=3e-3",
+    "train.warmup_iters=30",
+    "train.eval_interval=400",  # one evaluation, at the end: best.safetensors = the final weights
+]
+
+
+@pytest.fixture(scope="session")
+def seq2seq_run(tmp_path_factory) -> Path:
+    """The upper-casing run of `upper_pairs` (character vocabulary), trained once, through the command line."""
+    root = tmp_path_factory.mktemp("s2s")
+    data = write_tsv(root / "upper.tsv", ("src", "tgt"), [(w, w.upper()) for w in upper_case_words()])
+    args = ["train", "seq2seq", "--data", str(data), "--source-col", "src", "--target-col", "tgt"]
+    r = cli(*args, *(x for s in SEQ2SEQ_TINY for x in ("--set", s)), "--device", "cpu", "--out", str(root / "run"))
+    assert r.returncode == 0, r.stderr
+    assert "exact match (greedy): train " in r.stdout, r.stdout
+    return root / "run"

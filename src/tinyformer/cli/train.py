@@ -8,6 +8,13 @@ import os
 
 from tinyformer.errors import UserError
 
+COLUMN_FLAGS = {  # --<key> VALUE -> data.<key>=VALUE: the column names of a table a task reads
+    "text_col": "classify: the table's text column (data.text_col, default text)",
+    "label_col": "classify: the table's label column (data.label_col, default label)",
+    "source_col": "seq2seq: the table's source column (data.source_col, default source)",
+    "target_col": "seq2seq: the table's target column (data.target_col, default target)",
+}
+
 
 def add_train(p: argparse.ArgumentParser) -> None:
     from tinyformer.tasks import TASKS
@@ -18,10 +25,11 @@ def add_train(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="new run folder (default: runs/<task>-<date>-<time>)")
     p.add_argument("--resume", metavar="RUN", help="continue the run in this folder exactly where it stopped")
     p.add_argument(
-        "--data", help="text file to train on, or a .csv/.tsv/.jsonl table for classify (default: $TINYFORMER_DATA)"
+        "--data",
+        help="text file to train on, or a .csv/.tsv/.jsonl table for classify and seq2seq (default: $TINYFORMER_DATA)",
     )
-    p.add_argument("--text-col", help="classify: the table's text column (data.text_col, default text)")
-    p.add_argument("--label-col", help="classify: the table's label column (data.label_col, default label)")
+    for key, text in COLUMN_FLAGS.items():
+        p.add_argument("--" + key.replace("_", "-"), help=text)
     p.add_argument("--device", help="auto, cpu, cuda or mps (train.device)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (train.compile)")
     p.add_argument("--tensorboard", action="store_true", help="write TensorBoard events to RUN/tb")
@@ -31,8 +39,7 @@ def _train_overrides(a: argparse.Namespace) -> list[str]:
     """`--set` values plus the shortcut flags, all as `section.key=value` overrides."""
     overrides = list(a.set)
     overrides += [f"data.path={json.dumps(os.path.abspath(a.data))}"] if a.data else []  # runnable from anywhere
-    overrides += [f"data.text_col={json.dumps(a.text_col)}"] if a.text_col else []
-    overrides += [f"data.label_col={json.dumps(a.label_col)}"] if a.label_col else []
+    overrides += [f"data.{key}={json.dumps(getattr(a, key))}" for key in COLUMN_FLAGS if getattr(a, key)]
     overrides += [f"train.device={json.dumps(a.device)}"] if a.device else []
     overrides += ["train.compile=true"] if a.compile else []
     overrides += ["train.tensorboard=true"] if a.tensorboard else []

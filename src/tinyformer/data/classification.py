@@ -57,24 +57,11 @@ def read_table(path: str | Path, text_col: str = "text", label_col: str = "label
 
     A text that repeats an earlier row's text is dropped, so no text is in two splits.
     """
-    p = input_file(path, "table")
-    suffix = p.suffix.lower()
-    if suffix not in SUFFIXES:
-        raise UserError(f"{p}: unknown table format {p.suffix or '(no suffix)'!r}; use one of {', '.join(SUFFIXES)}")
-    text = _decode(p)
-    rows = _json_rows(text, p) if suffix in (".jsonl", ".ndjson") else _delimited_rows(text, p, suffix)
-    columns, records = rows
-    missing = [c for c in (text_col, label_col) if c not in columns]
-    if missing and columns:
-        _missing_columns(p, missing, columns, text_col, label_col)
-    if not records:
-        raise UserError(f"{p} has no rows; it needs a header and at least one row with {text_col!r} and {label_col!r}")
+    p, rows = read_records(path, [(text_col, "--text-col"), (label_col, "--label-col")])
     texts, labels, ids, seen = [], [], [], set()
-    for row_no, record in records:
-        t = _cell(record.get(text_col), p, row_no, text_col)
+    for row_no, (t, y) in rows:
         if not t:
             raise UserError(f"{p} row {row_no}: empty text in column {text_col!r}; every row needs some text")
-        y = _cell(record.get(label_col), p, row_no, label_col)
         if not y:
             raise UserError(f"{p} row {row_no}: missing label in column {label_col!r}; every row needs a label")
         if t in seen:
@@ -84,6 +71,27 @@ def read_table(path: str | Path, text_col: str = "text", label_col: str = "label
     data = LabelledTexts(texts, labels, ids)
     check_labels(data, str(p))
     return data
+
+
+def read_records(path: str | Path, columns: list[tuple[str, str]]) -> tuple[Path, list[tuple[int, list[str]]]]:
+    """The table's path and, per row, (row number, the stripped cell of each column asked for, in order).
+
+    `columns` holds (column, the flag that picks it) for each column the caller needs; a missing column is
+    named with its flag. Row numbers are 1-based: data rows after the header (CSV/TSV), lines (JSON Lines).
+    """
+    p = input_file(path, "table")
+    suffix = p.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise UserError(f"{p}: unknown table format {p.suffix or '(no suffix)'!r}; use one of {', '.join(SUFFIXES)}")
+    text = _decode(p)
+    found, records = _json_rows(text, p) if suffix in (".jsonl", ".ndjson") else _delimited_rows(text, p, suffix)
+    missing = [c for c, _ in columns if c not in found]
+    if missing and found:
+        _missing_columns(p, missing, found, columns)
+    if not records:
+        needed = " and ".join(repr(c) for c, _ in columns)
+        raise UserError(f"{p} has no rows; it needs a header and at least one row with {needed}")
+    return p, [(n, [_cell(record.get(c), p, n, c) for c, _ in columns]) for n, record in records]
 
 
 def _decode(p: Path) -> str:
@@ -123,8 +131,8 @@ def _json_rows(text: str, p: Path) -> tuple[list[str], list[tuple[int, dict]]]:
     return (list(records[0][1]) if records else []), records
 
 
-def _missing_columns(p: Path, missing: list[str], columns: list[str], text_col: str, label_col: str) -> None:
-    flags = " / ".join(f for c, f in ((text_col, "--text-col"), (label_col, "--label-col")) if c in missing)
+def _missing_columns(p: Path, missing: list[str], columns: list[str], asked: list[tuple[str, str]]) -> None:
+    flags = " / ".join(flag for c, flag in asked if c in missing)
     names = ", ".join(repr(c) for c in missing)
     noun, pronoun = ("column", "one") if len(missing) == 1 else ("columns", "them")
     raise UserError(f"{p} has no {noun} {names} (columns: {', '.join(columns)}); pick {pronoun} with {flags}")

@@ -11,6 +11,7 @@ from tinyformer.tasks.classify import ClassifyTask
 from tinyformer.tasks.gpt import GPTTask
 from tinyformer.tasks.mlm import MLMTask
 from tinyformer.tasks.reverse import ReverseTask
+from tinyformer.tasks.seq2seq import Seq2SeqTask
 
 TASKS: dict[str, type[Task]] = {}
 
@@ -29,7 +30,7 @@ def get_task(name: object) -> type[Task]:
     return TASKS[name]
 
 
-for _task in (GPTTask, ReverseTask, MLMTask, ClassifyTask):  # one entry per task
+for _task in (GPTTask, ReverseTask, MLMTask, ClassifyTask, Seq2SeqTask):  # one entry per task
     register(_task)
 
 __all__ = ["TASKS", "Arg", "ClassifyTask", "GPTTask", "MLMTask", "ReverseTask", "Task", "get_task", "register"]

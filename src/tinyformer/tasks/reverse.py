@@ -43,6 +43,10 @@ def seed_recipe_train() -> TrainConfig:
     )
 
 
+SOURCE = Arg("text", 'the input: digits for a reverse run ("7 3 0 9 5"), any text for a seq2seq run')
+BEAM = Arg("--beam", "beam width (default 1 = greedy)", int)
+
+
 def trim(src: torch.Tensor, tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Drop the padding columns that every row of the batch has."""
     return src[:, : int((src != PAD).sum(1).max())], tgt[:, : int((tgt != PAD).sum(1).max())]
@@ -52,14 +56,8 @@ class ReverseTask(Task):
     name = "reverse"
     command = "translate"
     command_help = "run an encoder-decoder on one input (greedy or beam)"
-    predict_args = (
-        Arg("digits", 'input digits, e.g. "7 3 0 9 5"'),
-        Arg("--beam", "beam width (default 1 = greedy)", int),
-    )
-    eval_args = (
-        Arg("--n", "reverse: held-out sequences to score (default 1000)", int),
-        Arg("--beam", "reverse: beam width (default 1 = greedy)", int),
-    )
+    predict_args = (SOURCE, BEAM)  # shared with every task whose verb is translate: one positional name
+    eval_args = (Arg("--n", "reverse: held-out sequences to score (default 1000)", int), BEAM)
 
     @classmethod
     def default_config(cls) -> RunConfig:
@@ -127,16 +125,24 @@ class ReverseTask(Task):
         ]
         return "\n".join(lines + [f"{k:>6}  {acc:.4f}" for k, acc in sorted(r["per_length"].items())])
 
-    def predict(self, model: nn.Module, digits: str, beam: int = 1) -> str:
-        """`tinyformer translate`: the model's output digits for one input (greedy or beam search)."""
+    def source_ids(self, text: str) -> torch.Tensor:
+        """The user's input as source ids (1, S), EOS last; a bad input is a UserError naming the problem."""
+        return self.tokenizer.encode_source(text, self.config.data.longest)
+
+    def output_text(self, ids: torch.Tensor) -> str:
+        """Decoded ids (L,) (EOS, then padding, at the end) as the text to print."""
+        return self.tokenizer.decode(ids)
+
+    def predict(self, model: nn.Module, text: str, beam: int = 1) -> str:
+        """`tinyformer translate`: the model's output for one input (greedy or beam search)."""
         if beam <= 0:
             raise UserError(f"--beam {beam} must be > 0")
-        src = self.tokenizer.encode_source(digits, self.config.data.longest).to(model_device(model))
-        return self.tokenizer.decode(decode(model, src, beam)[0])
+        src = self.source_ids(text).to(model_device(model))  # (1, S)
+        return self.output_text(decode(model, src, beam)[0])
 
     def view_inputs(self, model: nn.Module, text: str) -> tuple[torch.Tensor, torch.Tensor]:
-        """(source, decoder input): the digits, and BOS followed by what the model writes for them."""
-        src = self.tokenizer.encode_source(text, self.config.data.longest).to(model_device(model))  # (1, S)
+        """(source, decoder input): the input, and BOS followed by what the model writes for it."""
+        src = self.source_ids(text).to(model_device(model))  # (1, S)
         out = decode(model, src)  # (1, L): ends in EOS
         return src, torch.cat([torch.full_like(out[:, :1], BOS), out[:, :-1]], dim=1)  # (1, L)
 
@@ -164,7 +170,7 @@ def same_sequences(pred: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 
 def evaluate_split(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, beam: int = 1, chunk: int = 500) -> dict:
-    """Loss, token accuracy, exact match and exact match per source length."""
+    """Loss, token accuracy, exact match, exact match per source length, and `correct` (N,): which rows matched."""
     device = model_device(model)
     loss = tok = 0.0
     correct = []
@@ -174,7 +180,7 @@ def evaluate_split(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, beam:
             out = model(s, t[:, :-1], t[:, 1:])
             loss += float(out.loss) * len(s)
             tok += token_accuracy(out.logits, t[:, 1:]) * len(s)
-            pred = decode(model, s, beam, max_new=t.size(1) + 2)
+            pred = decode(model, s, beam, max_new=min(t.size(1) + 2, model.config.block_size))
             correct.append(same_sequences(pred, t[:, 1:]).cpu())
     ok = torch.cat(correct)
     lengths = (src != PAD).sum(1) - 1  # digits, without EOS
@@ -184,6 +190,7 @@ def evaluate_split(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, beam:
         "token_acc": tok / len(src),
         "exact_match": float(ok.float().mean()),
         "per_length": per_length,
+        "correct": ok,
     }
 
 
