@@ -14,9 +14,11 @@ Beam search keeps K = `beam` alive hypotheses per row, batched over rows and bea
 ranks a row's K*V one-token extensions by summed log-probability and takes the best 2K: an EOS ranked among the
 first K finishes a hypothesis; the best K non-EOS extensions stay alive. Finished hypotheses are compared by the
 GNMT length-normalised score logp / lp(n), lp(n) = ((5 + n) / 6) ** alpha, n = generated tokens including EOS
-(alpha = 0: raw summed log-probability). A row stops once it holds K finished hypotheses, or once no alive beam
-can beat its best one (exact for alpha >= 0: a log-probability only falls, and lp is largest at max_new); rows
-still running at max_new also offer their alive beams. With beam = 1 this is greedy decoding, token for token.
+(alpha = 0: raw summed log-probability). A row stops once it holds K finished hypotheses and its best one beats every
+alive beam at the alive beams' length (so early, unlikely EOS hypotheses that happened to rank among the first K
+do not end the search while a far likelier beam is alive), or once no alive beam can beat its best one even at
+max_new (exact for alpha >= 0: a log-probability only falls, and lp is largest at max_new); rows still running
+at max_new also offer their alive beams. With beam = 1 this is greedy decoding, token for token.
 """
 
 from __future__ import annotations
@@ -160,7 +162,9 @@ def beam_search(
         pool, done = _Finished.empty(B, steps, pad_id, dev), torch.zeros(B, dtype=torch.bool, device=dev)
         while seqs.size(2) <= steps and not bool(done.all()):
             seqs, scores = _beam_step(model, (seqs, scores), enc, pool, done, eos_id=eos_id, alpha=alpha)
-            done |= (pool.count >= K) | (pool.score >= scores[:, 0] / length_penalty(steps, alpha))
+            n = seqs.size(2) - 1  # tokens the alive beams have generated
+            enough = (pool.count >= K) & (pool.score >= scores[:, 0] / length_penalty(n, alpha))  # none wins now
+            done |= enough | (pool.score >= scores[:, 0] / length_penalty(steps, alpha))  # none can ever win
         alive = (scores / length_penalty(seqs.size(2) - 1, alpha)).masked_fill(done[:, None], NEG_INF)  # (B, K)
         pool.offer(seqs[:, :, 1:], alive)  # rows cut at max_new: their alive beams compete too
     return pool.result()
