@@ -128,7 +128,7 @@ def test_beam_search_stops_once_no_alive_beam_can_win():
 
 def test_early_unlikely_endings_do_not_stop_the_search_while_a_likelier_beam_is_alive():
     X, Y = 5, 6  # two unlikely EOS hypotheses finish at steps 1 and 2 (K = 2 of them); [X, Y, EOS] has p = 0.95
-    table = {(A,): {X: 0.98, EOS: 0.01, W: 0.01}, (A, X): {Y: 0.97, EOS: 0.02, W: 0.01}, (A, X, Y): {EOS: 1.0}}
+    table = {(A,): {X: 0.98, EOS: 0.015, W: 0.005}, (A, X): {Y: 0.97, EOS: 0.025, W: 0.005}, (A, X, Y): {EOS: 1.0}}
     model = Table(table, default={W: 1.0})
     assert beam_search(model, torch.tensor([[A]]), beam=2, **IDS).tolist() == [[X, Y, EOS]]
 
