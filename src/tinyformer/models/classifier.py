@@ -8,7 +8,9 @@ same loop.
 - "transformer": tinyformer's BERT-style encoder (`BertEncoder`), pooled by the
   mean over real tokens ("mean") or by the [CLS] position ("cls"). Its weights
   can start from a masked-LM run (`load_encoder_from`), which is how the value
-  of pretraining is measured.
+  of pretraining is measured, or from a Hugging Face BERT such as MiniLM: then
+  the architecture is the checkpoint's (`with_architecture`), as
+  `from_pretrained` does, and `load_hf_encoder` copies its weights.
 - "cnn": TextCNN (Kim, 2014), max over time per kernel width.
 - "rnn" / "lstm" / "gru": the final hidden state of a packed recurrent network,
   optionally bidirectional.
@@ -16,7 +18,9 @@ same loop.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -25,8 +29,9 @@ from torch import nn
 from tinyformer.attention.multihead import BACKENDS
 from tinyformer.config import check_fields
 from tinyformer.errors import UserError
+from tinyformer.hub import hf_config
 from tinyformer.layers.dropout import Dropout
-from tinyformer.models.bert import BertConfig, BertEncoder
+from tinyformer.models.bert import BertConfig, BertEncoder, config_from_hf, load_hf_weights
 from tinyformer.models.cnn import TextCNN
 from tinyformer.models.outputs import AttentionPart, ModelOutput
 from tinyformer.models.rnn import RNNEncoder
@@ -46,6 +51,8 @@ class ClassifierConfig:
     d_ff: int = 512  # transformer: feed-forward width
     block_size: int = 128  # transformer: longest input
     positions: str = "rope"  # transformer: "rope" (rotary) or "learned" (BERT's table)
+    layer_norm_eps: float = 1e-12  # transformer: epsilon of every LayerNorm (BERT's)
+    type_vocab_size: int = 2  # transformer: rows of the segment table (only segment 0 is used)
     pooling: str = "mean"  # transformer: "mean" over real tokens or the "cls" position
     backend: str = "sdpa"  # transformer: attention backend
     hidden: int = 128  # rnn/lstm/gru: hidden state width (per direction)
@@ -60,7 +67,7 @@ class ClassifierConfig:
         check_fields(
             self,
             "model",
-            positive=("n_embd", "n_layer", "n_head", "d_ff", "block_size", "hidden", "n_filters"),
+            positive=("n_embd", "n_layer", "n_head", "d_ff", "block_size", "hidden", "n_filters", "layer_norm_eps"),
             fractions=("dropout",),
             choices={"encoder": ENCODERS, "pooling": POOLINGS, "backend": BACKENDS},
             divisible=("n_embd", "n_head") if self.encoder == "transformer" else None,
@@ -81,6 +88,8 @@ class ClassifierConfig:
             attn_dropout=self.dropout,
             backend=self.backend,
             positions=self.positions,
+            layer_norm_eps=self.layer_norm_eps,
+            type_vocab_size=self.type_vocab_size,
         )
 
 
@@ -146,17 +155,41 @@ class TextClassifier(nn.Module):
         return (h * real).sum(1) / real.sum(1).clamp(min=1.0)  # (B, D)
 
 
-def load_encoder_from(model: TextClassifier, mlm_state: dict[str, torch.Tensor], mlm_config: BertConfig) -> None:
-    """Copy a masked-LM run's encoder (its "bert." weights) into a Transformer classifier; UserError on mismatch."""
-    c = model.config
+ARCHITECTURE = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "d_ff", "positions", "type_vocab_size")
+
+
+def _check_architecture(mine: BertConfig, theirs: BertConfig, source: str) -> None:
+    for name in ARCHITECTURE:
+        if getattr(mine, name) != getattr(theirs, name):
+            raise UserError(
+                f"{source} has {name}={getattr(theirs, name)}, this classifier {getattr(mine, name)}; "
+                f"set model.{name}={getattr(theirs, name)}"
+            )
+
+
+def check_transformer(c: ClassifierConfig) -> None:
+    """Only the Transformer encoder can start from a pretrained one (`model.init_from`)."""
     if c.encoder != "transformer":
         raise UserError(f"model.init_from needs model.encoder='transformer', not {c.encoder!r}")
-    mine = c.bert()
-    for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "d_ff", "positions"):
-        if getattr(mine, name) != getattr(mlm_config, name):
-            raise UserError(
-                f"the masked-LM run has {name}={getattr(mlm_config, name)}, this classifier {getattr(mine, name)}; "
-                f"set model.{name}={getattr(mlm_config, name)}"
-            )
+
+
+def load_encoder_from(model: TextClassifier, mlm_state: dict[str, torch.Tensor], mlm_config: BertConfig) -> None:
+    """Copy a masked-LM run's encoder (its "bert." weights) into a Transformer classifier; UserError on mismatch."""
+    check_transformer(model.config)
+    _check_architecture(model.config.bert(), mlm_config, "the masked-LM run")
     encoder = {k.removeprefix("bert."): v for k, v in mlm_state.items() if k.startswith("bert.")}
     model.encoder.load_state_dict(encoder, strict=True)
+
+
+def with_architecture(c: ClassifierConfig, bert: BertConfig) -> ClassifierConfig:
+    """A copy of `c` whose Transformer is `bert`, a pretrained checkpoint's architecture (its dropout too)."""
+    check_transformer(c)
+    same = {name: getattr(bert, name) for name in (*ARCHITECTURE, "layer_norm_eps", "dropout")}
+    return dataclasses.replace(c, **same)
+
+
+def load_hf_encoder(model: TextClassifier, folder: Path) -> str:
+    """Copy the Hugging Face BERT in `folder` into the classifier's encoder, built with its architecture."""
+    check_transformer(model.config)
+    _check_architecture(model.config.bert(), config_from_hf(hf_config(folder)), str(folder))
+    return load_hf_weights(model.encoder, folder)

