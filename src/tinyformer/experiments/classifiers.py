@@ -283,8 +283,8 @@ MINILM_RECIPE += ["train.warmup_iters=6", "train.lr=2e-4", "train.min_lr=2e-5"]
 MINILM_QUICK = ["data.seq_len=16", "train.batch_size=4", "train.max_iters=4", "train.eval_interval=2"]
 MINILM_QUICK += ["train.warmup_iters=1"]
 GROUPS = {  # cell-name prefix -> what the summary calls it; the first two come from `experiment classifiers`
-    "transformer-scratch": "small Transformer, random init (the bake-off's)",
-    "transformer-pretrained": "small Transformer, our masked-LM init (the bake-off's)",
+    "transformer-scratch": "small Transformer, random init",
+    "transformer-pretrained": "small Transformer, our masked-LM init",
     "minilm-scratch": "MiniLM architecture, random init",
     "minilm-pretrained": "MiniLM architecture, pretrained MiniLM init",
 }
@@ -328,6 +328,12 @@ def run_minilm(out: Path | None = None, quick: bool = False, data: str | None = 
     return path
 
 
+def budget_of(r: CellResult) -> str:
+    """A run's training budget as the table shows it: steps x batch, tokens per text."""
+    c = r.run.config
+    return f"{c.train.max_iters} x {c.train.batch_size}, {c.data.seq_len}"
+
+
 def finished_cell(run_dir: Path) -> CellResult | None:
     """A finished run of the bake-off in the folder, read as it is; None when it is not (yet) there."""
     from tinyformer.experiments.runner import finished
@@ -353,9 +359,11 @@ def write_minilm_report(results: list[CellResult], others: list[CellResult], fol
         if picked:
             acc, f1 = mean_sd([r["acc"] for r in picked]), mean_sd([r["macro_f1"] for r in picked])
             summary.append([f"{prefix}*", about, f"{picked[0]['params']:,}", len(picked), acc, f1])
-    header = ["cell", "encoder", "parameters", "test accuracy", "test macro-F1", "best val accuracy", "train s"]
-    table = [[r["cell"], r["about"], f"{r['params']:,}", r["acc"], r["macro_f1"], r["val_acc"]] for r in rows]
-    table = [row + [f"{r['train_s']:.0f}", f"{r['ex_s']:,.0f}"] for row, r in zip(table, rows)]
+    header = ["cell", "encoder", "parameters", "steps x batch, tokens", "test accuracy", "test macro-F1"]
+    header += ["best val accuracy", "train s"]
+    budget = {r.cell.name: budget_of(r) for r in [*results, *others]}
+    table = [[r["cell"], r["about"], f"{r['params']:,}", budget[r["cell"]], r["acc"], r["macro_f1"]] for r in rows]
+    table = [row + [r["val_acc"], f"{r['train_s']:.0f}", f"{r['ex_s']:,.0f}"] for row, r in zip(table, rows)]
     text = [
         "# Speaker identification: pretrained MiniLM vs the same architecture from scratch"
         + (" (--quick: numbers are not meaningful)" if quick else ""),
@@ -370,7 +378,7 @@ def write_minilm_report(results: list[CellResult], others: list[CellResult], fol
         f"{c.train.lr:g} ({c.train.schedule}, warmup {c.train.warmup_iters}, floor {c.train.min_lr:g}), dropout "
         f"{c.model.dropout}, mean pooling; a step took {statistics.mean(steps):.1f} s on average. The budget was "
         "chosen so that the six runs take about 45 minutes on a 2-core CPU; the small-Transformer rows, when "
-        "present, are the bake-off's own cells (their tokenizer, seq_len and budget: see report.md).",
+        "present, are read from their run folders as they are (their own tokenizer; their budget is in the table).",
         "",
         "## Summary (mean ± sd over seeds)\n",
         markdown_table(["rows", "what", "parameters", "seeds", "test accuracy", "test macro-F1"], summary),
