@@ -343,7 +343,8 @@ def finished_cell(run_dir: Path) -> CellResult | None:
     if not finished(run_dir) or not (run_dir / TEST_JSON).is_file():
         return None
     run = load_run(run_dir, weights="latest")
-    return CellResult(Cell(run_dir.name), run, ckpt.read_metrics(run_dir / ckpt.METRICS), True)
+    about = next((text for prefix, text in GROUPS.items() if run_dir.name.startswith(prefix)), "")
+    return CellResult(Cell(run_dir.name, about=about), run, ckpt.read_metrics(run_dir / ckpt.METRICS), True)
 
 
 def write_minilm_report(results: list[CellResult], others: list[CellResult], folder: Path, quick: bool) -> Path:
