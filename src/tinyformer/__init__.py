@@ -36,7 +36,7 @@ _PUBLIC = {  # name -> (module, attribute)
     "head_roles": ("tinyformer.viz.roles", "head_roles"),
     "HeadRoles": ("tinyformer.viz.roles", "HeadRoles"),
     "inference": ("tinyformer.device", "inference"),
-    "load_hf_bert": ("tinyformer.models.bert", "load_hf_bert"),
+    "load_hf_bert": ("tinyformer.models.hf_bert", "load_hf_bert"),
     "load_run": ("tinyformer.runs", "load_run"),
     "MiniGPT": ("tinyformer.models.gpt", "MiniGPT"),
     "MLMTask": ("tinyformer.tasks", "MLMTask"),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tinyformer.cli import main
-from tinyformer.experiments import classifiers, runner
+from tinyformer.experiments import classifiers_minilm, runner
 
 
 def row(text: str, name: str) -> list[str]:
@@ -24,7 +24,7 @@ def test_quick_minilm_rows_report_their_runs_and_the_bakeoffs(tmp_path, monkeypa
     bakeoff_cell = tmp_path / "transformer-scratch"  # as `experiment classifiers` would have left it
     assert main(["train", "classify", "--out", str(bakeoff_cell), *[a for o in small for a in ("--set", o)]]) == 0
 
-    text = classifiers.run_minilm(tmp_path, quick=True).read_text()
+    text = classifiers_minilm.run(tmp_path, quick=True).read_text()
     pretrained, scratch = (
         json.loads((tmp_path / n / "config.json").read_text()) for n in ("minilm-pretrained", "minilm-scratch")
     )
@@ -48,6 +48,6 @@ def test_quick_minilm_rows_report_their_runs_and_the_bakeoffs(tmp_path, monkeypa
         raise AssertionError("a finished cell was trained again")
 
     monkeypatch.setattr(runner, "train_run", no_training)
-    again = classifiers.run_minilm(tmp_path, quick=True).read_text()
+    again = classifiers_minilm.run(tmp_path, quick=True).read_text()
     for name in ("minilm-pretrained", "minilm-scratch", "transformer-scratch"):
         assert row(again, name)[:6] == row(text, name)[:6]  # the same runs, the same scores

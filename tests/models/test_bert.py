@@ -9,7 +9,8 @@ import torch
 
 from tinyformer.errors import UserError
 from tinyformer.hub import minilm_path
-from tinyformer.models.bert import BertConfig, BertEncoder, load_hf_bert
+from tinyformer.models.bert import BertConfig, BertEncoder
+from tinyformer.models.hf_bert import load_hf_bert
 
 SENTENCES = [
     "The cat sat on the mat.",

@@ -259,8 +259,8 @@ def test_a_copied_minilm_folder_works_like_the_package(minilm, tmp_path):
 def test_classifier_built_with_another_architecture_refuses_the_checkpoint(tmp_path):
     pytest.importorskip("transformers")
     from tinyformer.errors import UserError
-    from tinyformer.models.bert import config_from_hf
     from tinyformer.models.classifier import ClassifierConfig, TextClassifier, load_hf_encoder, with_architecture
+    from tinyformer.models.hf_bert import config_from_hf
 
     folder = tiny_hf_bert(tmp_path / "hf", masked_lm=False)
     bert = config_from_hf(json.loads((folder / "config.json").read_text()))

@@ -109,7 +109,7 @@ def test_report_backs_statements_with_numbers(bert_maps, tmp_path):
 
 def test_our_bert_encoder_captures_the_same_maps_as_hugging_face(bert, bert_maps):
     from tinyformer.hub import minilm_path
-    from tinyformer.models.bert import load_hf_bert
+    from tinyformer.models.hf_bert import load_hf_bert
 
     _, tokenizer, _ = bert
     ours = capture_attention(load_hf_bert(minilm_path()), SENTENCE, tokenizer, name="ours")

@@ -23,7 +23,7 @@ SENTENCES = [
 def parity() -> dict[str, dict[str, float]]:
     """{backend: {"hidden": max |ours - HF| of the last hidden state, "attention": same for weights (manual)}}."""
     from tinyformer.hub import minilm_path
-    from tinyformer.models.bert import load_hf_bert
+    from tinyformer.models.hf_bert import load_hf_bert
     from tinyformer.viz.hf import load_hf_encoder
 
     hf, tokenizer, _ = load_hf_encoder()

@@ -7,7 +7,7 @@
 from collections.abc import Callable
 from pathlib import Path
 
-from tinyformer.experiments import classifiers, gpt_studies, kv_cache, reverse_ablation, tokenizers
+from tinyformer.experiments import classifiers, classifiers_minilm, gpt_studies, kv_cache, reverse_ablation, tokenizers
 
 EXPERIMENTS: dict[str, Callable[..., Path]] = {
     "ablation": gpt_studies.ablation,  # MiniGPT depth, heads, causal mask
@@ -17,5 +17,5 @@ EXPERIMENTS: dict[str, Callable[..., Path]] = {
     "kv-cache": kv_cache.run,  # per-token generation cost with and without the cache
     "reverse-ablation": reverse_ablation.run,  # the encoder-decoder chapter's exercises
     "classifiers": classifiers.run,  # Transformer vs TextCNN vs RNN family; what pretraining buys
-    "classifiers-minilm": classifiers.run_minilm,  # pretrained MiniLM vs its architecture from scratch
+    "classifiers-minilm": classifiers_minilm.run,  # pretrained MiniLM vs its architecture from scratch
 }

@@ -31,8 +31,9 @@ from tinyformer.config import check_fields
 from tinyformer.errors import UserError
 from tinyformer.hub import hf_config
 from tinyformer.layers.dropout import Dropout
-from tinyformer.models.bert import BertConfig, BertEncoder, config_from_hf, load_hf_weights
+from tinyformer.models.bert import BertConfig, BertEncoder
 from tinyformer.models.cnn import TextCNN
+from tinyformer.models.hf_bert import config_from_hf, load_hf_weights
 from tinyformer.models.outputs import AttentionPart, ModelOutput
 from tinyformer.models.rnn import RNNEncoder
 

@@ -34,7 +34,8 @@ from tinyformer.data.subword import SubwordTokenizer
 from tinyformer.data.tinyshakespeare import read_text, resolve_path
 from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
-from tinyformer.models.bert import BertConfig, BertForMaskedLM, load_hf_weights, pretrained_bert
+from tinyformer.models.bert import BertConfig, BertForMaskedLM
+from tinyformer.models.hf_bert import load_hf_weights, pretrained_bert
 from tinyformer.tasks.base import Arg, Task, fit_model
 
 EVAL_MASK_SEED = 0  # the held-out split is masked the same way at every evaluation and in every run

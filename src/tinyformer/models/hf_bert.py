@@ -1,0 +1,172 @@
+"""Hugging Face BERT checkpoints -> tinyformer's `BertEncoder` / `BertForMaskedLM` (names, config, weights).
+
+`load_hf_bert` reads a Hugging Face BERT folder (config.json + model.safetensors)
+with `safetensors` alone and maps its weights onto `BertEncoder`; the only
+non-trivial step is fusing HF's separate query/key/value Linears into our one
+`qkv` Linear. `model.init_from` uses the same mapping: `pretrained_bert` turns a
+folder, the offline MiniLM (`tinyformer.hub`) or a hub id into the architecture,
+before anything is written, and `load_hf_weights` copies the encoder (and a
+BertForMaskedLM checkpoint's head) into a model built with it. Tests check the
+result against `transformers` to 1e-4.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from tinyformer.errors import UserError
+from tinyformer.hub import hf_config, hf_weights, pretrained_folder
+from tinyformer.models.bert import BertConfig, BertEncoder, BertForMaskedLM
+
+# ---- loading a Hugging Face BERT checkpoint ----------------------------------------------------------------------
+
+# (ours, Hugging Face) name pairs copied one to one; "{i}" is the layer index. query/key/value are fused separately.
+_EMBEDDING_NAMES = [
+    ("tok_emb.weight", "embeddings.word_embeddings.weight"),
+    ("pos_emb.weight", "embeddings.position_embeddings.weight"),
+    ("seg_emb.weight", "embeddings.token_type_embeddings.weight"),
+    ("ln_emb.weight", "embeddings.LayerNorm.weight"),
+    ("ln_emb.bias", "embeddings.LayerNorm.bias"),
+]
+_BLOCK_NAMES = [
+    ("attn.proj", "attention.output.dense"),
+    ("ln1", "attention.output.LayerNorm"),
+    ("mlp.fc", "intermediate.dense"),
+    ("mlp.proj", "output.dense"),
+    ("ln2", "output.LayerNorm"),
+]
+
+
+_HF_DEFAULTS = dict(  # what transformers' BertConfig assumes for a key a config.json leaves out
+    vocab_size=30522, max_position_embeddings=512, type_vocab_size=2, num_hidden_layers=12, num_attention_heads=12,
+    hidden_size=768, intermediate_size=3072, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+    layer_norm_eps=1e-12,
+)  # fmt: skip
+
+
+def config_from_hf(hf: dict, *, backend: str = "sdpa") -> BertConfig:
+    """A Hugging Face BERT config.json (as a dict) -> BertConfig; UserError for what we cannot reproduce."""
+    if hf.get("model_type") != "bert":
+        raise UserError(f"model_type={hf.get('model_type')!r} in config.json is not a BERT; expected 'bert'")
+    if hf.get("hidden_act", "gelu") != "gelu":
+        raise UserError(f"hidden_act={hf['hidden_act']!r} is not supported; only 'gelu' (exact GELU)")
+    if hf.get("position_embedding_type", "absolute") != "absolute":
+        raise UserError(f"position_embedding_type={hf['position_embedding_type']!r} is not supported; only 'absolute'")
+    h = _HF_DEFAULTS | {k: hf[k] for k in _HF_DEFAULTS if k in hf}
+    return BertConfig(
+        vocab_size=h["vocab_size"],
+        block_size=h["max_position_embeddings"],
+        type_vocab_size=h["type_vocab_size"],
+        n_layer=h["num_hidden_layers"],
+        n_head=h["num_attention_heads"],
+        n_embd=h["hidden_size"],
+        d_ff=h["intermediate_size"],
+        dropout=h["hidden_dropout_prob"],
+        attn_dropout=h["attention_probs_dropout_prob"],
+        layer_norm_eps=h["layer_norm_eps"],
+        backend=backend,
+        positions="learned",
+    )
+
+
+def _legacy_name(k: str) -> str:
+    """Old TF-converted checkpoints call LayerNorm's weight and bias gamma and beta."""
+    for old, new in ((".gamma", ".weight"), (".beta", ".bias")):
+        if "LayerNorm" in k and k.endswith(old):
+            return k.removesuffix(old) + new
+    return k
+
+
+def _strip_hf_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Drop the "bert." prefix of BertFor* checkpoints and rename legacy LayerNorm gamma/beta to weight/bias."""
+    prefixed = any(k.startswith("bert.") for k in state)
+    # task heads ("cls.", "classifier.") are not part of the encoder
+    return {_legacy_name(k.removeprefix("bert.")): v for k, v in state.items() if k.startswith("bert.") or not prefixed}
+
+
+def hf_to_ours(state: dict[str, torch.Tensor], n_layer: int) -> dict[str, torch.Tensor]:
+    """A Hugging Face BERT state dict (prefix stripped) -> a `BertEncoder` state dict; KeyError if one is missing."""
+    out = {ours: state[hf] for ours, hf in _EMBEDDING_NAMES}
+    for i in range(n_layer):
+        hf_layer, ours_layer = f"encoder.layer.{i}.", f"blocks.{i}."
+        for ours, hf in _BLOCK_NAMES:
+            for p in ("weight", "bias"):
+                out[f"{ours_layer}{ours}.{p}"] = state[f"{hf_layer}{hf}.{p}"]
+        for p in ("weight", "bias"):  # q, k, v stacked in that order, as `MultiHeadAttention.project` splits them
+            qkv = [state[f"{hf_layer}attention.self.{name}.{p}"] for name in ("query", "key", "value")]
+            out[f"{ours_layer}attn.qkv.{p}"] = torch.cat(qkv, dim=0)  # (3D, D) weight or (3D,) bias
+    return out
+
+
+def hf_head_to_ours(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor] | None:
+    """A BertForMaskedLM checkpoint's head (cls.predictions.*) -> `BertForMaskedLM`'s head names; None if it has none.
+
+    The head's decoder weight is tied to the word embeddings in both models, so only its bias is copied.
+    """
+    state = {_legacy_name(k): v for k, v in state.items() if k.startswith("cls.predictions.")}
+    bias = state.get("cls.predictions.bias", state.get("cls.predictions.decoder.bias"))
+    if bias is None:
+        return None
+    out = {"bias": bias}
+    for ours, hf in (("dense", "transform.dense"), ("ln", "transform.LayerNorm")):
+        for p in ("weight", "bias"):
+            out[f"{ours}.{p}"] = state[f"cls.predictions.{hf}.{p}"]
+    return out
+
+
+def _encoder_state(state: dict[str, torch.Tensor], n_layer: int, where: str) -> dict[str, torch.Tensor]:
+    try:
+        return hf_to_ours(_strip_hf_names(state), n_layer)
+    except KeyError as e:
+        raise UserError(f"{where} is not a BERT checkpoint: no tensor {e.args[0]!r}") from None
+
+
+def load_hf_bert(path: str | Path, *, backend: str = "sdpa") -> BertEncoder:
+    """Build a `BertEncoder` from a Hugging Face BERT folder holding config.json and model.safetensors (eval mode)."""
+    folder = Path(path)
+    for name in ("config.json", "model.safetensors"):
+        if not (folder / name).is_file():
+            raise UserError(f"{folder} is not a Hugging Face BERT folder: {name} is missing")
+    model = BertEncoder(
+        config_from_hf(json.loads((folder / "config.json").read_text(encoding="utf-8")), backend=backend)
+    )
+    load_hf_weights(model, folder)
+    return model.eval()
+
+
+# ---- model.init_from: a pretrained BERT starts a run ---------------------------------------------------------------
+def pretrained_bert(where: str, backend: str = "sdpa") -> tuple[Path, BertConfig]:
+    """`model.init_from` naming a Hugging Face BERT (a folder, the offline MiniLM or a hub id) -> (its local folder,
+    its architecture), checked before anything is written; one UserError line naming the key otherwise."""
+    folder = pretrained_folder(where)
+    hf = hf_config(folder)  # its errors name model.init_from already
+    try:
+        config = config_from_hf(hf, backend=backend)
+    except UserError as e:
+        raise UserError(f"model.init_from={where!r}: {e}") from None
+    if not any(folder.glob("*.safetensors")):
+        raise UserError(f"model.init_from={where!r}: {folder} holds no *.safetensors weights")
+    return folder, config
+
+
+def load_hf_weights(model: BertEncoder | BertForMaskedLM, folder: Path) -> str:
+    """Copy the weights of the Hugging Face BERT in `folder` into `model` (built with its architecture), and a
+    masked-LM model's head too when the checkpoint has one (BertForMaskedLM) -> what was loaded, in words."""
+    state = hf_weights(folder)
+    encoder = model.bert if isinstance(model, BertForMaskedLM) else model
+    try:
+        encoder.load_state_dict(_encoder_state(state, encoder.config.n_layer, str(folder)))
+    except RuntimeError as e:  # a tensor's shape differs from what config.json says
+        detail = str(e).strip().splitlines()[-1].strip()[:200]
+        raise UserError(f"{folder}: the weights do not match its config.json: {detail}") from None
+    if encoder is model:
+        return "the encoder"
+    head = hf_head_to_ours(state)
+    if head is None:
+        return "the encoder; the checkpoint has no masked-LM head, so the head starts from a random init"
+    missing, unexpected = model.load_state_dict(head, strict=False)
+    assert not unexpected and all(k.startswith("bert.") for k in missing), (missing, unexpected)
+    return "the encoder and the masked-LM head"
