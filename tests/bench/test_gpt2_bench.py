@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from tinyformer.bench.gpt2 import build, run_gpt2_benchmark, step_seconds
+from tinyformer.bench.gpt2 import build, one_step, run_gpt2_benchmark
 
 pytest.importorskip("transformers")
 TINY = dict(n_layer=2, n_head=2, n_embd=32, n_positions=160, vocab_size=300)
@@ -12,8 +12,8 @@ TINY = dict(n_layer=2, n_head=2, n_embd=32, n_positions=160, vocab_size=300)
 def test_both_models_compute_the_same_loss_and_gradients():
     ours, theirs = build(torch.device("cpu"), TINY)
     ids = torch.randint(0, 300, (2, 129), generator=torch.Generator().manual_seed(1))
-    _, a = step_seconds(ours, ids, hf=False, iters=1)
-    _, b = step_seconds(theirs, ids, hf=True, iters=1)
+    _, a = one_step(ours, ids, hf=False)
+    _, b = one_step(theirs, ids, hf=True)
     assert abs(a - b) < 1e-4
     g_ours = ours.blocks[0].mlp.fc.weight.grad
     g_theirs = theirs.transformer.h[0].mlp.c_fc.weight.grad.T  # Conv1D stores (in, out)

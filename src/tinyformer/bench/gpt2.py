@@ -6,9 +6,9 @@ training mode with dropout 0 so they compute the same function (the losses are p
 take the same batch of token ids: forward + backward, no optimizer step (AdamW would be the same code for
 both). Hugging Face's attention is its default ("sdpa"), ours is ours ("sdpa" backend).
 
-The two alternate (theirs, ours, theirs, ...) in one process so that noise on a shared machine hits both
-alike. Per measurement: the median step over `iters` steps after one untimed step -> tokens per second.
-Reported: each pair's ratio (ours / theirs tokens/s) and the median ratio.
+Single steps alternate (theirs, ours, theirs, ...) in one process so that noise on a shared machine hits both
+alike. Per pair of measurements: each model's median step over `iters` steps (after one untimed step each at
+the start) -> tokens per second. Reported: each pair's ratio (ours / theirs tokens/s) and the median ratio.
 
     tinyformer bench gpt2 [--iters 3] [--repeats 5] [--device cpu]
 """
@@ -39,22 +39,18 @@ def build(device: torch.device, size: dict | None = None) -> tuple[torch.nn.Modu
     return ours.to(device).train(), theirs
 
 
-def step_seconds(model: torch.nn.Module, ids: torch.Tensor, hf: bool, iters: int) -> tuple[float, float]:
-    """-> (median seconds of forward + backward over `iters` steps after one untimed step, the loss)."""
-    times = []
-    for i in range(iters + 1):
-        model.zero_grad(set_to_none=True)
-        _sync(ids.device)
-        t0 = time.perf_counter()
-        if hf:  # the same T positions and the same loss as ours (labels= would run T + 1 positions)
-            loss = F.cross_entropy(model(ids[:, :-1]).logits.flatten(0, 1), ids[:, 1:].flatten())
-        else:
-            loss = model(ids[:, :-1], ids[:, 1:]).loss
-        loss.backward()
-        _sync(ids.device)
-        if i:
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times), loss.item()
+def one_step(model: torch.nn.Module, ids: torch.Tensor, hf: bool) -> tuple[float, float]:
+    """-> (seconds of one forward + backward on ids (B, T + 1), the loss)."""
+    model.zero_grad(set_to_none=True)
+    _sync(ids.device)
+    t0 = time.perf_counter()
+    if hf:  # the same T positions and the same loss as ours (labels= would run T + 1 positions)
+        loss = F.cross_entropy(model(ids[:, :-1]).logits.flatten(0, 1), ids[:, 1:].flatten())
+    else:
+        loss = model(ids[:, :-1], ids[:, 1:]).loss
+    loss.backward()
+    _sync(ids.device)
+    return time.perf_counter() - t0, loss.item()
 
 
 def _sync(device: torch.device) -> None:
@@ -71,10 +67,14 @@ def run_gpt2_benchmark(iters: int, repeats: int, device: str = "cpu", size: dict
     ids = torch.randint(0, theirs.config.vocab_size, (B, T + 1), generator=torch.Generator().manual_seed(0)).to(dev)
     print(f"GPT-2 config, {n_params:,} parameters, batch {B} x {T} tokens, forward + backward, on {dev.type}")
     pairs, loss = [], {}
+    one_step(theirs, ids, True), one_step(ours, ids, False)  # untimed: first-call allocations
     for r in range(repeats):
-        t_theirs, loss["theirs"] = step_seconds(theirs, ids, True, iters)
-        t_ours, loss["ours"] = step_seconds(ours, ids, False, iters)
-        pairs.append((B * T / t_ours, B * T / t_theirs))
+        times = {"theirs": [], "ours": []}
+        for _ in range(iters):  # single steps alternate, so a burst of load hits both alike
+            for name, model in (("theirs", theirs), ("ours", ours)):
+                seconds, loss[name] = one_step(model, ids, name == "theirs")
+                times[name].append(seconds)
+        pairs.append((B * T / statistics.median(times["ours"]), B * T / statistics.median(times["theirs"])))
         print(f"  pair {r + 1}: ours {pairs[-1][0]:,.0f} tokens/s, transformers {pairs[-1][1]:,.0f} tokens/s, "
               f"ratio {pairs[-1][0] / pairs[-1][1]:.3f}")  # fmt: skip
     ratios = [a / b for a, b in pairs]
