@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from tinyformer.data.tokenizers import show_char
+from tinyformer.data.tokenizers import pad_batch, show_char
 from tinyformer.errors import UserError
 from tinyformer.files import atomic_write
 
@@ -86,13 +86,7 @@ class BPETokenizer:
 
     def batch(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Texts -> ids (B, T) padded at the end with id 0, and the mask (B, T), 1 = real, 0 = padding."""
-        rows = [self.encode(t) for t in texts]
-        width = max(len(r) for r in rows)
-        ids = torch.zeros((len(rows), width), dtype=torch.long)  # (B, T)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)  # (B, T)
-        for i, r in enumerate(rows):
-            ids[i, : len(r)], mask[i, : len(r)] = torch.tensor(r, dtype=torch.long), 1
-        return ids, mask
+        return pad_batch([self.encode(t) for t in texts])
 
     def convert_ids_to_tokens(self, ids: list[int]) -> list[str]:
         """A readable label per id for plots: the token's own text, spaces and newlines made visible."""

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from tinyformer.data.tokenizers import pad_batch
 from tinyformer.errors import UserError
 from tinyformer.files import atomic_write
 
@@ -168,14 +169,3 @@ def _do_lower_case(folder: Path) -> bool:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return True
     return bool(settings.get("do_lower_case", True)) if isinstance(settings, dict) else True
-
-
-def pad_batch(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Id lists of different lengths -> (input_ids, attention_mask), both (B, max length), padded at the end."""
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, T)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)  # (B, T)
-    for i, r in enumerate(rows):
-        ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
-        mask[i, : len(r)] = 1
-    return ids, mask

@@ -50,13 +50,7 @@ class CharTokenizer:
 
     def batch(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Texts -> ids (B, T) padded at the end with id 0, and the mask (B, T), 1 = real, 0 = padding."""
-        rows = [self.encode(t) for t in texts]
-        width = max(len(r) for r in rows)
-        ids = torch.zeros((len(rows), width), dtype=torch.long)  # (B, T)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)  # (B, T)
-        for i, r in enumerate(rows):
-            ids[i, : len(r)], mask[i, : len(r)] = torch.tensor(r, dtype=torch.long), 1
-        return ids, mask
+        return pad_batch([self.encode(t) for t in texts])
 
     def convert_ids_to_tokens(self, ids: list[int]) -> list[str]:
         """A visible label per id for plots (newline, space and tab would vanish on an axis)."""
@@ -103,6 +97,18 @@ def read_tokenizer(path: str | Path, kind: str) -> dict:
         found = data.get("type") if isinstance(data, dict) else type(data).__name__
         raise UserError(f"{path} is not a {kind} tokenizer (found {found!r})")
     return data
+
+
+def pad_batch(rows: list[list[int]], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Id lists of different lengths -> (input_ids, attention_mask), both (B, max length), padded at the end
+    with `pad_id`; the mask is Hugging Face's: 1 = real token, 0 = padding."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, T)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)  # (B, T)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+        mask[i, : len(r)] = 1
+    return ids, mask
 
 
 def show_char(ch: str) -> str:
