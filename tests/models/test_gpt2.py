@@ -134,7 +134,7 @@ def test_train_from_gpt2_then_sample_eval_export_and_view(gpt2_folder, text_file
     assert [p.stat().st_size > 1000 for p in out.glob("*.png")] == [True]
 
 
-def test_bad_sources_are_one_line_and_write_nothing(gpt2_folder, text_file, tmp_path, capsys, monkeypatch):
+def test_bad_sources_are_one_line_and_write_nothing(gpt2_folder, trained, text_file, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("tinyformer.hub.hub_reachable", lambda timeout=3.0: False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     bert = tmp_path / "bert"
@@ -145,6 +145,7 @@ def test_bad_sources_are_one_line_and_write_nothing(gpt2_folder, text_file, tmp_
     (empty / "config.json").write_text((gpt2_folder / "config.json").read_text())
     (empty / "tokenizer.json").write_text((gpt2_folder / "tokenizer.json").read_text())
     for source, message in (
+        (trained, "is a tinyformer run; continue it with --resume"),
         (bert, "model_type='bert' in config.json is not GPT-2"),
         (empty, "holds no model.safetensors"),
         ("surely-not-a-model-xyz/none", "the hub is unreachable"),

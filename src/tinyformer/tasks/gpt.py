@@ -94,9 +94,7 @@ class GPTTask(Task):
         """Copy GPT-2's weights from `source`, the Hugging Face folder `model.init_from` resolved to."""
         from tinyformer.hub import hf_weights
 
-        if not isinstance(source, Path):
-            raise UserError(f"model.init_from={self.init_from()!r} is a tinyformer run; continue it with --resume")
-        import_gpt2(model, hf_weights(source))
+        import_gpt2(model, hf_weights(source))  # `prepare` refused a tinyformer run folder
         c = self.config.model
         print(f"started from GPT-2 {self.init_from()!r}: {c.n_layer} layers, {c.n_head} heads, {c.n_embd} wide")
 
@@ -206,6 +204,8 @@ def from_pretrained(config: RunConfig) -> tuple[RunConfig, BPETokenizer]:
     from tinyformer.hub import hf_config, pretrained_folder
 
     folder = pretrained_folder(config.model.init_from)
+    if (folder / "trainer_state.pt").is_file():
+        raise UserError(f"model.init_from={config.model.init_from!r} is a tinyformer run; continue it with --resume")
     fields = config_from_gpt2(hf_config(folder))
     tokenizer = BPETokenizer.from_folder(folder)
     if tokenizer.vocab_size != fields["vocab_size"]:
