@@ -136,19 +136,8 @@ class ClassifyTask(Task):
 
         A new run from a Hugging Face BERT (`model.init_from`) takes its architecture and tokenizer first.
         """
-        d, m = config.data, config.model
-        if m.init_from:
-            check_transformer(m)
-        pretrained = None if tokenizer else pretrained_source(m.init_from, m.backend)  # given: a fitted config
-        if pretrained:
-            bert, tokenizer = pretrained
-            config = dataclasses.replace(config, model=with_architecture(m, bert))
-            check_same_tokenizer(d.tokenizer, tokenizer, m.init_from)
-        if config.model.encoder == "transformer" and d.seq_len > config.model.block_size:
-            source = f" (the positions of model.init_from={m.init_from!r})" if pretrained else ""
-            raise UserError(
-                f"data.seq_len={d.seq_len} is longer than model.block_size={config.model.block_size}{source}"
-            )
+        d = config.data
+        config, tokenizer = pretrained_config(config, tokenizer)
         examples = load_examples(d)
         split = stratified_split(examples.labels, d.val_fraction, d.test_fraction, d.split_seed)
         empty = [name for name, idx in split.items() if not idx]
@@ -181,26 +170,7 @@ class ClassifyTask(Task):
         return self.config.model.init_from
 
     def init_model(self, model: TextClassifier, source) -> None:
-        """Start from the encoder of `source`: the loaded masked-LM run or the Hugging Face BERT folder that
-        `model.init_from` names (`tinyformer.runs.load_source`)."""
-        where = self.config.model.init_from
-        if isinstance(source, Path):
-            what = load_hf_encoder(model, source)
-            c = self.config.model
-            print(
-                f"model.init_from={where!r}: a BERT of {c.n_layer} layers x {c.n_head} heads x {c.n_embd} wide and "
-                f"{c.vocab_size:,} tokens, from {source}; loaded its tokenizer and {what}; the classification "
-                "head is new"
-            )
-            return
-        if not isinstance(source.model, BertForMaskedLM):
-            raise UserError(f"model.init_from={where!r} is a {source.config.task!r} run; it needs a `train mlm` run")
-        if self.config.data.seq_len > source.config.data.seq_len:
-            raise UserError(
-                f"data.seq_len={self.config.data.seq_len} is longer than the windows of {where!r} "
-                f"(seq_len={source.config.data.seq_len}): positions past them were never trained"
-            )
-        load_encoder_from(model, source.model.state_dict(), source.config.model)
+        init_encoder(model, source, self.config, "classification head")
 
     def batch(self, split: str, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         rows, labels = self.encoded[split]
@@ -269,6 +239,48 @@ class ClassifyTask(Task):
         with inference(model):
             probs = model(ids.to(model_device(model)), mask.to(model_device(model))).logits[0].softmax(-1)  # (C,)
         return "\n".join(f"{self.config.model.labels[i]:<24} {probs[i]:.4f}" for i in probs.argsort(descending=True))
+
+
+def pretrained_config(
+    config: RunConfig, tokenizer: SubwordTokenizer | None
+) -> tuple[RunConfig, SubwordTokenizer | None]:
+    """A new run whose `model.init_from` names a Hugging Face BERT takes its architecture and tokenizer: ->
+    (the config with them, the tokenizer). Otherwise (no init_from, a masked-LM run, or `tokenizer` given by a
+    resumed run whose config is already fitted) -> (config, tokenizer) as they are. Checks data.seq_len fits."""
+    d, m = config.data, config.model
+    if m.init_from:
+        check_transformer(m)
+    pretrained = None if tokenizer else pretrained_source(m.init_from, m.backend)
+    if pretrained:
+        bert, tokenizer = pretrained
+        config = dataclasses.replace(config, model=with_architecture(m, bert))
+        check_same_tokenizer(d.tokenizer, tokenizer, m.init_from)
+    if config.model.encoder == "transformer" and d.seq_len > config.model.block_size:
+        source = f" (the positions of model.init_from={m.init_from!r})" if pretrained else ""
+        raise UserError(f"data.seq_len={d.seq_len} is longer than model.block_size={config.model.block_size}{source}")
+    return config, tokenizer
+
+
+def init_encoder(model: nn.Module, source, config: RunConfig, head: str) -> None:
+    """Start `model.encoder` from `source`: the loaded masked-LM run or the Hugging Face BERT folder that
+    `model.init_from` names (`tinyformer.runs.load_source`); `head` names what stays new."""
+    where = config.model.init_from
+    if isinstance(source, Path):
+        what = load_hf_encoder(model, source)
+        c = config.model
+        print(
+            f"model.init_from={where!r}: a BERT of {c.n_layer} layers x {c.n_head} heads x {c.n_embd} wide and "
+            f"{c.vocab_size:,} tokens, from {source}; loaded its tokenizer and {what}; the {head} is new"
+        )
+        return
+    if not isinstance(source.model, BertForMaskedLM):
+        raise UserError(f"model.init_from={where!r} is a {source.config.task!r} run; it needs a `train mlm` run")
+    if config.data.seq_len > source.config.data.seq_len:
+        raise UserError(
+            f"data.seq_len={config.data.seq_len} is longer than the windows of {where!r} "
+            f"(seq_len={source.config.data.seq_len}): positions past them were never trained"
+        )
+    load_encoder_from(model, source.model.state_dict(), source.config.model)
 
 
 def fit_tokenizer(config: RunConfig, texts: list[str]) -> SubwordTokenizer:
