@@ -104,3 +104,26 @@ def plot_series(
     atomic_write(Path(png), lambda t: fig.savefig(t, format="png"))
     plt.close(fig)
     return png
+
+
+def plot_span_probabilities(
+    tokens: list[str], start: list[float], end: list[float], gold: tuple[int, int], png: Path, title: str = ""
+) -> Path:
+    """Extractive QA: P(start) and P(end) at each token of one window, the gold span shaded (none when (0, 0))."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(max(8.0, 0.14 * len(tokens)), 4.2), dpi=110)
+    x = range(len(tokens))
+    ax.bar([i - 0.2 for i in x], start, width=0.4, label="P(start)", color="tab:blue")
+    ax.bar([i + 0.2 for i in x], end, width=0.4, label="P(end)", color="tab:orange")
+    if gold != (0, 0):
+        ax.axvspan(gold[0] - 0.5, gold[1] + 0.5, color="tab:green", alpha=0.2, label="gold answer")
+    ax.set_xticks(list(x), tokens, rotation=90, fontsize=6)
+    ax.set_xlim(-0.5, len(tokens) - 0.5)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("probability")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    atomic_write(Path(png), lambda t: fig.savefig(t, format="png"))
+    plt.close(fig)
+    return Path(png)

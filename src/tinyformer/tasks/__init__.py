@@ -10,8 +10,10 @@ from tinyformer.tasks.base import Arg, Task
 from tinyformer.tasks.classify import ClassifyTask
 from tinyformer.tasks.gpt import GPTTask
 from tinyformer.tasks.mlm import MLMTask
+from tinyformer.tasks.qa import QATask
 from tinyformer.tasks.reverse import ReverseTask
 from tinyformer.tasks.seq2seq import Seq2SeqTask
+from tinyformer.tasks.tag import TagTask
 
 TASKS: dict[str, type[Task]] = {}
 
@@ -30,7 +32,19 @@ def get_task(name: object) -> type[Task]:
     return TASKS[name]
 
 
-for _task in (GPTTask, ReverseTask, MLMTask, ClassifyTask, Seq2SeqTask):  # one entry per task
+for _task in (GPTTask, ReverseTask, MLMTask, ClassifyTask, Seq2SeqTask, TagTask, QATask):  # one entry per task
     register(_task)
 
-__all__ = ["TASKS", "Arg", "ClassifyTask", "GPTTask", "MLMTask", "ReverseTask", "Task", "get_task", "register"]
+__all__ = [
+    "TASKS",
+    "Arg",
+    "ClassifyTask",
+    "GPTTask",
+    "MLMTask",
+    "QATask",
+    "ReverseTask",
+    "TagTask",
+    "Task",
+    "get_task",
+    "register",
+]

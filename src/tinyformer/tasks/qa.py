@@ -1,0 +1,307 @@
+"""Extractive question answering: the answer is a span of the passage, found by start and end logits.
+
+Data: `data.path` names a SQuAD-style .json or a .jsonl file (`tinyformer.data.qa.read_squad`); empty, or a play
+text, means the built-in task: "Who says '<a line>'?" over a window of consecutive speeches of Tiny Shakespeare,
+answered by the header of the speech holding the line. Questions on one passage stay in one split (train / val /
+test, seeded). Each question and its passage are packed as [CLS] question [SEP] passage [SEP] with segment ids 0
+and 1; a passage longer than `data.seq_len` is cut into windows `data.stride` tokens apart, each one training row
+(a window without the whole answer points at [CLS]). The tokenizer is learned from the training questions and
+passages, or reused (`data.tokenizer`, or the masked-LM run or Hugging Face BERT of `model.init_from`).
+
+Evaluation (val): the loss over windows, and SQuAD's exact match and token F1 of the best valid span across each
+question's windows. When the run finishes, the test split is scored once into test.json (with the built-in task's
+question-blind baseline: the header nearest before the passage midpoint), and span.png draws the start and end
+probabilities along one test passage.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from tinyformer.config import RunConfig, TrainConfig
+from tinyformer.data.qa import (
+    QAExample,
+    decode,
+    exact_match,
+    make_windows,
+    nearest_header_baseline,
+    read_squad,
+    token_f1,
+    who_says,
+)
+from tinyformer.data.subword import SubwordTokenizer, pad_batch
+from tinyformer.data.tinyshakespeare import read_text, resolve_path
+from tinyformer.device import inference, model_device
+from tinyformer.errors import UserError
+from tinyformer.files import write_text
+from tinyformer.models.token_heads import EncoderHeadConfig, SpanExtractor
+from tinyformer.tasks.base import Arg, Task, fit_model
+from tinyformer.tasks.classify import fit_tokenizer, init_encoder, pretrained_config
+
+TEST_JSON, SPAN_PNG = "test.json", "span.png"
+
+
+def builtin(path: str) -> bool:
+    """The built-in "Who says ...?" task: no data.path, or a play text (SQuAD data is .json or .jsonl)."""
+    return Path(path).suffix.lower() in ("", ".txt")
+
+
+@dataclass
+class QADataConfig:
+    path: str = ""  # SQuAD-style .json or .jsonl; "" (or a play .txt) = "Who says ...?" on Tiny Shakespeare
+    val_fraction: float = 0.1  # share of passages held out for validation
+    test_fraction: float = 0.1  # share of passages held out for the final test
+    split_seed: int = 0  # seeds the split (and the built-in task's choice of lines)
+    seq_len: int = 128  # pieces per window: [CLS] question [SEP] passage piece [SEP]
+    stride: int = 64  # pieces between the starts of consecutive windows of a long passage
+    max_question: int = 48  # question pieces kept
+    max_answer: int = 30  # longest answer span, in pieces
+    speeches: int = 4  # built-in task: consecutive speeches per passage
+    vocab_size: int = 2000  # WordPiece vocabulary learned from the training questions and passages
+    tokenizer: str = ""  # reuse this tokenizer.json (or run folder) instead of learning one
+
+    def __post_init__(self) -> None:
+        small = {
+            k: getattr(self, k) for k in ("stride", "max_question", "max_answer", "speeches") if getattr(self, k) < 1
+        }
+        if small or self.seq_len < 8 or self.vocab_size < 100:
+            raise UserError(
+                f"data.seq_len={self.seq_len} must be >= 8, data.vocab_size={self.vocab_size} >= 100"
+                + "".join(f", data.{k}={v} >= 1" for k, v in small.items())
+            )
+        if min(self.val_fraction, self.test_fraction) <= 0 or self.val_fraction + self.test_fraction >= 1:
+            raise UserError(
+                f"data.val_fraction={self.val_fraction} and data.test_fraction={self.test_fraction} "
+                "must both be > 0 with a sum < 1"
+            )
+
+
+def recipe() -> TrainConfig:
+    return TrainConfig(
+        max_iters=800,
+        batch_size=32,
+        lr=5e-4,
+        schedule="cosine",
+        warmup_iters=50,
+        min_lr=5e-5,
+        weight_decay=0.01,
+        eval_interval=100,
+        log_interval=10,
+    )
+
+
+def split_by_passage(examples: list[QAExample], val: float, test: float, seed: int) -> dict[str, list[QAExample]]:
+    """Questions on one passage stay together; passages are shuffled (seeded) and cut by fraction."""
+    contexts = list(dict.fromkeys(e.context for e in examples))
+    if len(contexts) < 3:
+        raise UserError(f"{len(contexts)} distinct passages; a train / val / test split needs at least 3")
+    random.Random(f"qa:{seed}").shuffle(contexts)
+    n_test, n_val = max(1, round(test * len(contexts))), max(1, round(val * len(contexts)))
+    part = {c: "test" if i < n_test else "val" if i < n_test + n_val else "train" for i, c in enumerate(contexts)}
+    return {s: [e for e in examples if part[e.context] == s] for s in ("train", "val", "test")}
+
+
+class QATask(Task):
+    name = "qa"
+    select = "error"  # best.safetensors = highest val token F1 (error = 1 - F1)
+    command = "qa"
+    command_help = "answer a question from a passage with a QA run"
+    predict_args = (
+        Arg("question", "the question"),
+        Arg("--context", "the passage: a text file, or the text itself"),
+    )
+
+    @classmethod
+    def default_config(cls) -> RunConfig:
+        return RunConfig(task=cls.name, model=EncoderHeadConfig(), data=QADataConfig(), train=recipe())
+
+    @classmethod
+    def load_tokenizer(cls, path: Path) -> SubwordTokenizer:
+        return SubwordTokenizer.load(path)
+
+    @classmethod
+    def prepare(cls, config: RunConfig, tokenizer: SubwordTokenizer | None = None) -> QATask:
+        config, tokenizer = pretrained_config(config, tokenizer)
+        d = config.data
+        if builtin(d.path):
+            examples = who_says(read_text(resolve_path(d.path or None)), d.speeches, seed=d.split_seed)
+        else:
+            examples = read_squad(d.path)
+        splits = split_by_passage(examples, d.val_fraction, d.test_fraction, d.split_seed)
+        texts = [t for e in splits["train"] for t in (e.question, e.context)]
+        tokenizer = tokenizer or fit_tokenizer(config, list(dict.fromkeys(texts)))
+        task = cls(fit_model(config, vocab_size=tokenizer.vocab_size), tokenizer)
+        task.splits = splits
+        task.windows = {s: [task.windows_of(e) for e in ex] for s, ex in splits.items()}
+        task.train_rows = [w for ws in task.windows["train"] for w in ws]
+        return task
+
+    def build_model(self) -> SpanExtractor:
+        return SpanExtractor(self.config.model)
+
+    def init_from(self) -> str:
+        return self.config.model.init_from
+
+    def init_model(self, model: SpanExtractor, source) -> None:
+        init_encoder(model, source, self.config, "span head")
+
+    # ---- data --------------------------------------------------------------------------------
+    def windows_of(self, e: QAExample, answer: bool = True) -> list:
+        d = self.config.data
+        span = (e.answers[0][1], e.answers[0][1] + len(e.answers[0][0])) if answer else None
+        return make_windows(self.tokenizer, e.question, e.context, d.seq_len, d.stride, span, d.max_question)
+
+    def batch(self, windows: list) -> tuple[torch.Tensor, ...]:
+        ids, mask = pad_batch([w.input_ids for w in windows], self.tokenizer.pad_id)  # (B, T) each
+        segments, _ = pad_batch([w.token_type_ids for w in windows], 0)  # (B, T)
+        start = torch.tensor([w.start for w in windows])  # (B,)
+        end = torch.tensor([w.end for w in windows])  # (B,)
+        return ids, mask, segments, start, end
+
+    def train_batch(self, batch_size: int, generator: torch.Generator):
+        idx = torch.randint(len(self.train_rows), (batch_size,), generator=generator).tolist()
+        return self.batch([self.train_rows[i] for i in idx])
+
+    def training_step(self, model: nn.Module, batch) -> tuple[torch.Tensor, dict[str, float]]:
+        out = model(*batch)
+        hit = (out.start_logits.argmax(-1) == batch[3]) & (out.end_logits.argmax(-1) == batch[4])
+        return out.loss, {"span_acc": float(hit.float().mean())}
+
+    def batch_tokens(self, batch) -> int:
+        return int(batch[1].sum())
+
+    # ---- answers and scores ------------------------------------------------------------------
+    def logits(self, model: nn.Module, windows: list, chunk: int = 64):
+        """(start logits per window, end logits per window, each (T_w,) without padding; summed loss, count)."""
+        device, starts, ends, loss = model_device(model), [], [], 0.0
+        with inference(model):
+            for i in range(0, len(windows), chunk):
+                part = windows[i : i + chunk]
+                out = model(*(t.to(device) for t in self.batch(part)))
+                loss += float(out.loss) * len(part)
+                for j, w in enumerate(part):
+                    starts.append(out.start_logits[j, : len(w.input_ids)].float().cpu())
+                    ends.append(out.end_logits[j, : len(w.input_ids)].float().cpu())
+        return starts, ends, loss
+
+    def answer(self, model: nn.Module, e: QAExample, windows: list):
+        starts, ends, _ = self.logits(model, windows)
+        return decode(windows, starts, ends, e.context, self.config.data.max_answer)
+
+    def score(self, model: nn.Module, split: str) -> dict:
+        examples, windows = self.splits[split], self.windows[split]
+        flat = [w for ws in windows for w in ws]
+        starts, ends, loss = self.logits(model, flat)
+        em = f1 = 0.0
+        preds, k = [], 0
+        for e, ws in zip(examples, windows):
+            a = decode(ws, starts[k : k + len(ws)], ends[k : k + len(ws)], e.context, self.config.data.max_answer)
+            k += len(ws)
+            golds = [t for t, _ in e.answers]
+            em, f1 = em + exact_match(a.text, golds), f1 + token_f1(a.text, golds)
+            preds.append(a.text)
+        n = max(len(examples), 1)
+        return {"loss": loss / max(len(flat), 1), "em": em / n, "f1": f1 / n, "predictions": preds}
+
+    def evaluate(self, model: nn.Module) -> dict:
+        r = self.score(model, "val")
+        return {"loss": r["loss"], "em": r["em"], "f1": r["f1"], "error": 1.0 - r["f1"]}
+
+    def baseline(self, split: str) -> dict | None:
+        """The built-in task's question-blind baseline on `split`: exact match and F1 of the nearest header."""
+        if not builtin(self.config.data.path):
+            return None
+        examples = self.splits[split]
+        guesses = [nearest_header_baseline(e) for e in examples]
+        golds = [[t for t, _ in e.answers] for e in examples]
+        n = max(len(examples), 1)
+        return {
+            "em": sum(exact_match(p, g) for p, g in zip(guesses, golds)) / n,
+            "f1": sum(token_f1(p, g) for p, g in zip(guesses, golds)) / n,
+        }
+
+    def test_scores(self, model: nn.Module) -> dict:
+        r = self.score(model, "test")
+        shown = [
+            {"question": e.question, "gold": e.answers[0][0], "pred": p}
+            for e, p in zip(self.splits["test"], r.pop("predictions"))
+        ]
+        return r | {"n": len(self.splits["test"]), "baseline": self.baseline("test"), "examples": shown[:100]}
+
+    def finish(self, model: nn.Module, run_dir: Path) -> None:
+        r = self.test_scores(model)
+        write_text(run_dir / TEST_JSON, json.dumps(r, indent=1) + "\n")
+        e = self.splits["test"][0]
+        plot_span(self, model, e, run_dir / SPAN_PNG)
+        print(test_line(r) + f"; see {run_dir / TEST_JSON} and {run_dir / SPAN_PNG}")
+
+    def held_out(self, model: nn.Module) -> str:
+        return test_line(type(self).prepare(self.config, self.tokenizer).test_scores(model))
+
+    def predict(self, model: nn.Module, question: str, context: str | None = None) -> str:
+        """`tinyformer qa`: the best answer span in the passage, its probability and where it lies."""
+        context = read_context(context)
+        if not question.strip():
+            raise UserError("the question is empty; give a question about the passage")
+        e = QAExample("input", question, context, [("", 0)])
+        windows = self.windows_of(e, answer=False)
+        starts, ends, _ = self.logits(model, windows)
+        a = decode(windows, starts, ends, context, self.config.data.max_answer)
+        p = span_probability(windows[a.window], starts[a.window], ends[a.window], a)
+        return f"{a.text}\n(probability {p:.4f}, score {a.score:.3f}; characters {a.start}-{a.end} of the passage)"
+
+
+def read_context(context: str | None) -> str:
+    """--context: a file's text when it names a file, else the text itself."""
+    if context is None or not context.strip():
+        raise UserError("the passage is empty; give --context FILE or --context 'the passage text'")
+    p = Path(context)
+    try:
+        is_file = len(context) < 4096 and "\n" not in context and p.is_file()
+    except OSError:  # a passage longer than a file name may be (ENAMETOOLONG) is the text itself
+        is_file = False
+    if is_file:
+        try:
+            context = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UserError(f"cannot read --context {context!r}: {e}") from None
+        if not context.strip():
+            raise UserError(f"--context {p} is empty")
+    return context
+
+
+def span_probability(window, start: torch.Tensor, end: torch.Tensor, a) -> float:
+    """P(start) * P(end) of the chosen span, each a softmax over the window's passage positions."""
+    valid = torch.tensor([o is not None for o in window.offsets])  # (T,)
+    s = next(i for i, o in enumerate(window.offsets) if o is not None and o[0] == a.start)
+    e = next(i for i, o in enumerate(window.offsets) if o is not None and o[1] == a.end and i >= s)
+    ps = start.masked_fill(~valid, float("-inf")).softmax(-1)  # (T,)
+    pe = end.masked_fill(~valid, float("-inf")).softmax(-1)  # (T,)
+    return float(ps[s] * pe[e])
+
+
+def plot_span(task: QATask, model: nn.Module, e: QAExample, png: Path) -> Path:
+    """The start and end probabilities along the first window of one passage, with the gold answer marked."""
+    from tinyformer.plots import plot_span_probabilities
+
+    w = task.windows_of(e)[0]
+    starts, ends, _ = task.logits(model, [w])
+    tokens = task.tokenizer.hf.id_to_token
+    valid = torch.tensor([o is not None for o in w.offsets])
+    ps = starts[0].masked_fill(~valid, float("-inf")).softmax(-1)
+    pe = ends[0].masked_fill(~valid, float("-inf")).softmax(-1)
+    labels = [tokens(i) for i in w.input_ids]
+    title = f"{e.question}  (gold: {e.answers[0][0]})"
+    return plot_span_probabilities(labels, ps.tolist(), pe.tolist(), (w.start, w.end), png, title)
+
+
+def test_line(r: dict) -> str:
+    base = r.get("baseline")
+    extra = f" (baseline: exact match {base['em']:.4f}, F1 {base['f1']:.4f})" if base else ""
+    return f"test: exact match {r['em']:.4f}, F1 {r['f1']:.4f} on {r['n']} questions{extra}"

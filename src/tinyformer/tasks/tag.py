@@ -1,0 +1,277 @@
+"""Sequence labelling: a BIO tag for every word, on your own tagged file or on names in Tiny Shakespeare.
+
+Data: `data.path` names a CoNLL-style file or a .jsonl file (`tinyformer.data.tagging`), split at random into
+train / val / test by sentence; empty, or a play text, means the built-in task: character names mentioned in
+speeches, with a share of the names held out so that the test split has a `seen` part (training names only, or
+none) and an `unseen` part (held-out names only). A WordPiece tokenizer is learned from the training sentences,
+or reused (`data.tokenizer`, or the masked-LM run or Hugging Face BERT of `model.init_from`, whose encoder then
+starts the model).
+
+Loss: cross-entropy at each word's first piece. Evaluation (val): loss, entity-level F1 with `seqeval`, token
+accuracy. When the run finishes, the test split is scored once into test.json: entity precision / recall / F1,
+token accuracy and a per-tag report, beside a gazetteer baseline (every word tagged as an entity in training,
+looked up), for the seen and unseen parts separately on the built-in task.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from tinyformer.config import RunConfig, TrainConfig
+from tinyformer.data.subword import SubwordTokenizer, pad_batch
+from tinyformer.data.tagging import (
+    TaggedSentences,
+    align,
+    looks_tagged,
+    name_mentions,
+    read_tagged,
+    split_indices,
+    split_words,
+)
+from tinyformer.data.tinyshakespeare import read_text, resolve_path
+from tinyformer.data.tokenizers import IGNORE
+from tinyformer.device import inference, model_device
+from tinyformer.errors import UserError
+from tinyformer.files import write_text
+from tinyformer.models.token_heads import EncoderHeadConfig, TokenTagger
+from tinyformer.tasks.base import Arg, Task, fit_model
+from tinyformer.tasks.classify import fit_tokenizer, init_encoder, pretrained_config
+
+TEST_JSON = "test.json"
+
+
+@dataclass
+class TagDataConfig:
+    path: str = ""  # CoNLL-style file (any suffix) or .jsonl (tokens, tags); "" or a play .txt = names in the play
+    val_fraction: float = 0.1  # share of sentences held out for validation
+    test_fraction: float = 0.1  # share held out for the final test (built-in task: of the seen-names passages)
+    unseen_fraction: float = 0.2  # built-in task: share of the names held out (only in the unseen test part)
+    split_seed: int = 0  # seeds the split and the held-out names
+    seq_len: int = 128  # pieces per row, [CLS] and [SEP] included; a longer sentence is cut between words
+    vocab_size: int = 2000  # WordPiece vocabulary learned from the training sentences
+    tokenizer: str = ""  # reuse this tokenizer.json (or run folder) instead of learning one
+
+    def __post_init__(self) -> None:
+        if self.seq_len < 3 or self.vocab_size < 100:
+            raise UserError(f"data.seq_len={self.seq_len} must be >= 3 and data.vocab_size={self.vocab_size} >= 100")
+        fractions = (self.val_fraction, self.test_fraction, self.unseen_fraction)
+        if min(fractions) <= 0 or self.val_fraction + self.test_fraction >= 1 or self.unseen_fraction >= 1:
+            raise UserError(
+                f"data.val_fraction={self.val_fraction}, data.test_fraction={self.test_fraction} and "
+                f"data.unseen_fraction={self.unseen_fraction} must be > 0, the first two with a sum < 1"
+            )
+
+
+def recipe() -> TrainConfig:
+    return TrainConfig(
+        max_iters=600,
+        batch_size=32,
+        lr=5e-4,
+        schedule="cosine",
+        warmup_iters=50,
+        min_lr=5e-5,
+        weight_decay=0.01,
+        eval_interval=50,
+        log_interval=10,
+    )
+
+
+def builtin(path: str) -> bool:
+    """The built-in names task: no data.path, or a play (a .txt file that does not read as CoNLL)."""
+    return not path or (Path(path).suffix.lower() == ".txt" and not looks_tagged(path))
+
+
+class TagTask(Task):
+    name = "tag"
+    select = "error"  # best.safetensors = highest val entity F1 (error = 1 - F1)
+    command = "tag"
+    command_help = "tag every word of a text with a tagging run"
+    predict_args = (Arg("text", "the text to tag"),)
+
+    @classmethod
+    def default_config(cls) -> RunConfig:
+        return RunConfig(task=cls.name, model=EncoderHeadConfig(), data=TagDataConfig(), train=recipe())
+
+    @classmethod
+    def load_tokenizer(cls, path: Path) -> SubwordTokenizer:
+        return SubwordTokenizer.load(path)
+
+    @classmethod
+    def prepare(cls, config: RunConfig, tokenizer: SubwordTokenizer | None = None) -> TagTask:
+        """Read and split the sentences, learn or reuse the tokenizer, fix vocab_size and the tag set to them."""
+        config, tokenizer = pretrained_config(config, tokenizer)
+        d = config.data
+        if builtin(d.path):
+            m = name_mentions(read_text(resolve_path(d.path or None)), d.unseen_fraction, d.split_seed)
+            data, split = m.sentences, split_indices(m.seen, d.val_fraction, d.test_fraction, d.split_seed)
+            split["unseen"], unseen_names = m.unseen, m.unseen_names
+        else:
+            data, unseen_names = read_tagged(d.path), []
+            split = split_indices(list(range(len(data))), d.val_fraction, d.test_fraction, d.split_seed)
+        if len(data) < 3:
+            raise UserError(f"{d.path} has {len(data)} sentences; a train / val / test split needs at least 3")
+        splits = {name: data.subset(idx) for name, idx in split.items()}
+        tokenizer = tokenizer or fit_tokenizer(config, [" ".join(w) for w in splits["train"].words])
+        task = cls(fit_model(config, vocab_size=tokenizer.vocab_size, labels=data.labels), tokenizer)
+        missing = sorted(set(data.labels) - set(task.config.model.labels))
+        if missing:
+            raise UserError(f"tags {missing} are not among the run's tags {task.config.model.labels}")
+        task.splits, task.unseen_names = splits, unseen_names
+        task.rows = {name: task.encode(s) for name, s in splits.items()}
+        return task
+
+    def build_model(self) -> TokenTagger:
+        return TokenTagger(self.config.model)
+
+    def init_from(self) -> str:
+        return self.config.model.init_from
+
+    def init_model(self, model: TokenTagger, source) -> None:
+        init_encoder(model, source, self.config, "tagging head")
+
+    # ---- data --------------------------------------------------------------------------------
+    def encode(self, s: TaggedSentences) -> list[tuple[list[int], list[int], int]]:
+        """Every sentence as rows of (piece ids, labels: the tag id at each word's first piece, sentence index)."""
+        index = {t: i for i, t in enumerate(self.config.model.labels)}
+        rows = []
+        for i, (words, tags) in enumerate(zip(s.words, s.tags)):
+            for r in align(self.tokenizer, words, self.config.data.seq_len):
+                rows.append((r.ids, r.labels([index[t] for t in tags]), i))
+        return rows
+
+    def batch(self, rows: list[tuple[list[int], list[int], int]]) -> tuple[torch.Tensor, ...]:
+        ids, mask = pad_batch([r[0] for r in rows], self.tokenizer.pad_id)  # (B, T) each
+        labels, _ = pad_batch([r[1] for r in rows], IGNORE)  # (B, T)
+        return ids, mask, labels
+
+    def train_batch(self, batch_size: int, generator: torch.Generator):
+        rows = self.rows["train"]
+        return self.batch([rows[i] for i in torch.randint(len(rows), (batch_size,), generator=generator).tolist()])
+
+    def training_step(self, model: nn.Module, batch) -> tuple[torch.Tensor, dict[str, float]]:
+        ids, mask, labels = batch
+        out = model(ids, mask, labels)
+        chosen = labels != IGNORE
+        return out.loss, {"acc": float((out.logits.argmax(-1)[chosen] == labels[chosen]).float().mean())}
+
+    def batch_tokens(self, batch) -> int:
+        return int(batch[1].sum())
+
+    # ---- predictions and scores --------------------------------------------------------------
+    def tag_rows(self, model: nn.Module, rows, chunk: int = 64) -> tuple[list[list[str]], float]:
+        """(the predicted tag of every labelled position, row by row; mean loss over them)."""
+        device, labels = model_device(model), self.config.model.labels
+        tags, loss_sum, n = [], 0.0, 0
+        with inference(model):
+            for i in range(0, len(rows), chunk):
+                ids, mask, gold = self.batch(rows[i : i + chunk])
+                out = model(ids.to(device), mask.to(device), gold.to(device))
+                chosen = gold != IGNORE  # (b, T)
+                loss_sum, n = loss_sum + float(out.loss) * int(chosen.sum()), n + int(chosen.sum())
+                pred = out.logits.argmax(-1).cpu()  # (b, T)
+                tags += [[labels[int(t)] for t in pred[j][chosen[j]]] for j in range(len(pred))]
+        return tags, loss_sum / max(n, 1)
+
+    def predict_split(self, model: nn.Module, split: str) -> tuple[list[list[str]], float]:
+        """One predicted tag per word for every sentence of `split` (rows of one sentence joined), and the loss."""
+        s, rows = self.splits[split], self.rows[split]
+        row_tags, loss = self.tag_rows(model, rows)
+        out: list[list[str]] = [[] for _ in range(len(s))]
+        for (_, _, i), tags in zip(rows, row_tags):
+            out[i] += tags
+        return out, loss
+
+    def evaluate(self, model: nn.Module) -> dict:
+        pred, loss = self.predict_split(model, "val")
+        r = scores(self.splits["val"].tags, pred)
+        return {"loss": loss, "f1": r["f1"], "token_acc": r["token_acc"], "error": 1.0 - r["f1"]}
+
+    def gazetteer(self, s: TaggedSentences) -> list[list[str]]:
+        """The baseline: each word tagged as an entity anywhere in training gets that entity type, B- or I- as its
+        left neighbour says; every other word O."""
+        known = {}
+        for words, tags in zip(self.splits["train"].words, self.splits["train"].tags):
+            known |= {w: t[2:] for w, t in zip(words, tags) if t != "O"}
+        out = []
+        for words in s.words:
+            types = [known.get(w) for w in words]
+            prev = [None, *types[:-1]]
+            out.append(["O" if t is None else ("I-" if p == t else "B-") + t for t, p in zip(types, prev)])
+        return out
+
+    def test_scores(self, model: nn.Module) -> dict:
+        parts = [p for p in ("test", "unseen") if p in self.splits]
+        out = {"unseen_names": self.unseen_names}
+        for part in parts:
+            s = self.splits[part]
+            pred, loss = self.predict_split(model, part)
+            out[part] = scores(s.tags, pred) | {
+                "loss": loss,
+                "n": len(s),
+                "gazetteer": scores(s.tags, self.gazetteer(s)),
+            }
+            out[part]["examples"] = [
+                {"words": w, "gold": g, "pred": p} for w, g, p in list(zip(s.words, s.tags, pred))[:200]
+            ]
+        return out
+
+    def finish(self, model: nn.Module, run_dir: Path) -> None:
+        r = self.test_scores(model)
+        write_text(run_dir / TEST_JSON, json.dumps(r, indent=1) + "\n")
+        print(test_line(r) + f"; see {run_dir / TEST_JSON}")
+
+    def held_out(self, model: nn.Module) -> str:
+        return test_line(type(self).prepare(self.config, self.tokenizer).test_scores(model))
+
+    def tag_words(self, model: nn.Module, sentences: list[list[str]]) -> list[list[str]]:
+        """One tag per word of each sentence (tinyformer's own splitting, or the words as given)."""
+        rows = []
+        for i, words in enumerate(sentences):
+            rows += [
+                (r.ids, r.labels([0] * len(words)), i) for r in align(self.tokenizer, words, self.config.data.seq_len)
+            ]
+        out: list[list[str]] = [[] for _ in sentences]
+        for (_, _, i), tags in zip(rows, self.tag_rows(model, rows)[0]):
+            out[i] += tags
+        return out
+
+    def predict(self, model: nn.Module, text: str) -> str:
+        """`tinyformer tag`: each word on its line with its tag."""
+        words = split_words(text)
+        if not words:
+            raise UserError("the text has no words; give the text to tag")
+        tags = self.tag_words(model, [words])[0]
+        width = max(len(w) for w in words)
+        return "\n".join(f"{w:<{width}}  {t}" for w, t in zip(words, tags))
+
+
+def scores(gold: list[list[str]], pred: list[list[str]]) -> dict:
+    """Entity-level precision / recall / F1 (seqeval, CoNLL evaluation), token accuracy and a per-type report."""
+    from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
+
+    pairs = [(g, p) for gs, ps in zip(gold, pred) for g, p in zip(gs, ps)]
+    report = classification_report(gold, pred, output_dict=True, zero_division=0)
+    return {
+        "precision": float(precision_score(gold, pred, zero_division=0)),
+        "recall": float(recall_score(gold, pred, zero_division=0)),
+        "f1": float(f1_score(gold, pred, zero_division=0)),
+        "token_acc": sum(g == p for g, p in pairs) / max(len(pairs), 1),
+        "per_type": {k: {m: float(v) for m, v in d.items()} for k, d in report.items()},
+    }
+
+
+def test_line(r: dict) -> str:
+    parts = []
+    for part, what in (("test", "test (seen names)" if "unseen" in r else "test"), ("unseen", "unseen names")):
+        if part in r:
+            x = r[part]
+            parts.append(
+                f"{what}: entity F1 {x['f1']:.4f} (P {x['precision']:.4f}, R {x['recall']:.4f}), token accuracy "
+                f"{x['token_acc']:.4f} on {x['n']} sentences (gazetteer F1 {x['gazetteer']['f1']:.4f})"
+            )
+    return "; ".join(parts)
