@@ -167,7 +167,7 @@ def test_a_whole_word_answer_maps_back_exactly(tok):
         ("   ", 32, 4, None, "no tokens"),
         (CONTEXT, 32, 0, None, "stride=0"),
         (CONTEXT, 32, 40, None, "stride=40"),
-        (CONTEXT, 5, 1, None, "seq_len=5"),
+        (CONTEXT, 4, 1, None, "seq_len=4"),
         (CONTEXT, 32, 4, (5, 6), "covers no token"),  # the space between "Romeo" and "and"
     ],
 )

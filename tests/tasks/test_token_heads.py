@@ -347,10 +347,28 @@ def test_bad_qa_files_are_one_line_errors(tmp_path, capsys):
     assert "empty or missing context" in err
 
 
+def test_data_that_cannot_make_a_run_is_refused_before_any_folder(tmp_path, capsys):
+    run = tmp_path / "run"
+    cases = [
+        ("tag", write_conll(tmp_path / "o.conll", [(["the", "cat"], ["O", "O"])] * 9), [], "every tag is O"),
+        ("tag", write_conll(tmp_path / "3.conll", names_sentences(3)), ["data.val_fraction=0.5"], "would be empty"),
+        ("qa", write_jsonl(tmp_path / "3.jsonl", qa_records()[:3]), ["data.val_fraction=0.5"], "no training passage"),
+        ("qa", write_jsonl(tmp_path / "q.jsonl", qa_records()), ["model.type_vocab_size=1"], "2 segments"),
+    ]
+    blank = qa_records()
+    blank[4]["answers"] = [{"text": " ", "answer_start": blank[4]["context"].index(" ")}]
+    cases.append(("qa", write_jsonl(tmp_path / "blank.jsonl", blank), [], "line 5"))
+    for task, data, overrides, says in cases:
+        err = user_error(capsys, "train", task, "--data", str(data), "--out", str(run), *sets(*overrides))
+        assert says in err and not run.exists(), err
+
+
 def test_bad_inference_input_is_one_line(tag_run, qa_run, tmp_path, capsys):
     capsys.readouterr()
     assert "the passage is empty" in user_error(capsys, "qa", str(qa_run), "--context", "", "Who?")
-    assert "the passage is empty" in user_error(capsys, "qa", str(qa_run), "Who?")
+    assert "no passage" in user_error(capsys, "qa", str(qa_run), "Who?")
+    assert "is a folder" in user_error(capsys, "qa", str(qa_run), "--context", str(tmp_path), "Who?")
+    assert "no such file" in user_error(capsys, "qa", str(qa_run), "--context", str(tmp_path / "gone.txt"), "Who?")
     (tmp_path / "empty.txt").write_text("\n", encoding="utf-8")
     assert "is empty" in user_error(capsys, "qa", str(qa_run), "--context", str(tmp_path / "empty.txt"), "Who?")
     assert "question is empty" in user_error(capsys, "qa", str(qa_run), "--context", "Romeo sighs.", "  ")

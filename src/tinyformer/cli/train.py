@@ -26,7 +26,8 @@ def add_train(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", metavar="RUN", help="continue the run in this folder exactly where it stopped")
     p.add_argument(
         "--data",
-        help="text file to train on, or a .csv/.tsv/.jsonl table for classify and seq2seq (default: $TINYFORMER_DATA)",
+        help="text file to train on, a .csv/.tsv/.jsonl table (classify, seq2seq), CoNLL or .jsonl tags (tag), "
+        "SQuAD .json/.jsonl (qa); default: $TINYFORMER_DATA",
     )
     for key, text in COLUMN_FLAGS.items():
         p.add_argument("--" + key.replace("_", "-"), help=text)

@@ -122,8 +122,8 @@ def _answer_pairs(name: str, answers: object) -> list[tuple[object, object]]:
 
 
 def _answer(name: str, context: str, text: object, start: object) -> tuple[str, int]:
-    if not isinstance(text, str) or not text:
-        raise UserError(f"{name}: an answer has empty or missing text")
+    if not isinstance(text, str) or not text.strip():
+        raise UserError(f"{name}: an answer has empty, blank or missing text")
     if isinstance(start, bool) or not isinstance(start, int) or start < 0:
         raise UserError(f"{name}: answer {text!r} has answer_start={start!r}; it must be a character offset >= 0")
     found = context[start : start + len(text)]
@@ -239,7 +239,10 @@ def make_windows(
 
     `answer` is (first character, end character exclusive) in the context; it becomes token positions.
     """
-    q_ids = tokenizer.hf.encode(question, add_special_tokens=False).ids[:max_question]
+    keep = min(max_question, seq_len - 3 - stride)  # a long question never leaves fewer than stride slots
+    if keep < 1:
+        raise UserError(f"seq_len={seq_len} with stride={stride} leaves no room for the question; raise seq_len")
+    q_ids = tokenizer.hf.encode(question, add_special_tokens=False).ids[:keep]
     enc = tokenizer.hf.encode(context, add_special_tokens=False)
     c_ids, c_off = enc.ids, [tuple(o) for o in enc.offsets]
     if not c_ids:

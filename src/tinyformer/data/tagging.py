@@ -52,7 +52,9 @@ class TaggedSentences:
         return len(self.words)
 
     def add(self, words: list[str], tags: list[str], where: int) -> None:
-        self.words.append(words), self.tags.append(tags), self.where.append(where)
+        self.words.append(words)
+        self.tags.append(tags)
+        self.where.append(where)
 
     def subset(self, idx: list[int]) -> TaggedSentences:
         return TaggedSentences([self.words[i] for i in idx], [self.tags[i] for i in idx], [self.where[i] for i in idx])
@@ -113,7 +115,8 @@ def _read_conll(text: str, p: Path) -> TaggedSentences:
             continue
         if len(cols) < 2:
             raise UserError(f"{p} line {n}: {line.strip()!r} has no tag; write the token, a space, then its tag")
-        words.append(cols[0]), tags.append(check_tag(cols[-1], f"{p} line {n}"))
+        words.append(cols[0])
+        tags.append(check_tag(cols[-1], f"{p} line {n}"))
         first = first if len(words) > 1 else n
     if words:
         data.add(words, tags, first)

@@ -27,6 +27,7 @@ from torch import nn
 from tinyformer.config import RunConfig, TrainConfig
 from tinyformer.data.qa import (
     QAExample,
+    Window,
     decode,
     exact_match,
     make_windows,
@@ -52,6 +53,9 @@ def builtin(path: str) -> bool:
     return Path(path).suffix.lower() in ("", ".txt")
 
 
+SMALL = ("stride", "max_question", "max_answer", "speeches")  # data fields that must be >= 1
+
+
 @dataclass
 class QADataConfig:
     path: str = ""  # SQuAD-style .json or .jsonl; "" (or a play .txt) = "Who says ...?" on Tiny Shakespeare
@@ -67,14 +71,9 @@ class QADataConfig:
     tokenizer: str = ""  # reuse this tokenizer.json (or run folder) instead of learning one
 
     def __post_init__(self) -> None:
-        small = {
-            k: getattr(self, k) for k in ("stride", "max_question", "max_answer", "speeches") if getattr(self, k) < 1
-        }
-        if small or self.seq_len < 8 or self.vocab_size < 100:
-            raise UserError(
-                f"data.seq_len={self.seq_len} must be >= 8, data.vocab_size={self.vocab_size} >= 100"
-                + "".join(f", data.{k}={v} >= 1" for k, v in small.items())
-            )
+        for name, low in (("seq_len", 8), ("vocab_size", 100), *((k, 1) for k in SMALL)):
+            if getattr(self, name) < low:
+                raise UserError(f"data.{name}={getattr(self, name)} must be >= {low}")
         if min(self.val_fraction, self.test_fraction) <= 0 or self.val_fraction + self.test_fraction >= 1:
             raise UserError(
                 f"data.val_fraction={self.val_fraction} and data.test_fraction={self.test_fraction} "
@@ -99,10 +98,13 @@ def recipe() -> TrainConfig:
 def split_by_passage(examples: list[QAExample], val: float, test: float, seed: int) -> dict[str, list[QAExample]]:
     """Questions on one passage stay together; passages are shuffled (seeded) and cut by fraction."""
     contexts = list(dict.fromkeys(e.context for e in examples))
-    if len(contexts) < 3:
-        raise UserError(f"{len(contexts)} distinct passages; a train / val / test split needs at least 3")
     random.Random(f"qa:{seed}").shuffle(contexts)
     n_test, n_val = max(1, round(test * len(contexts))), max(1, round(val * len(contexts)))
+    if n_test + n_val >= len(contexts):
+        raise UserError(
+            f"{len(contexts)} distinct passages leave no training passage with data.val_fraction={val} and "
+            f"data.test_fraction={test}; give more passages or lower the fractions"
+        )
     part = {c: "test" if i < n_test else "val" if i < n_test + n_val else "train" for i, c in enumerate(contexts)}
     return {s: [e for e in examples if part[e.context] == s] for s in ("train", "val", "test")}
 
@@ -133,12 +135,16 @@ class QATask(Task):
             examples = who_says(read_text(resolve_path(d.path or None)), d.speeches, seed=d.split_seed)
         else:
             examples = read_squad(d.path)
+        if config.model.type_vocab_size < 2:
+            raise UserError(
+                f"model.type_vocab_size={config.model.type_vocab_size}: QA needs 2 segments (question, passage)"
+            )
         splits = split_by_passage(examples, d.val_fraction, d.test_fraction, d.split_seed)
         texts = [t for e in splits["train"] for t in (e.question, e.context)]
         tokenizer = tokenizer or fit_tokenizer(config, list(dict.fromkeys(texts)))
         task = cls(fit_model(config, vocab_size=tokenizer.vocab_size), tokenizer)
         task.splits = splits
-        task.windows = {s: [task.windows_of(e) for e in ex] for s, ex in splits.items()}
+        task.windows = {s: [task.windows_of(e, where=d.path) for e in ex] for s, ex in splits.items()}
         task.train_rows = [w for ws in task.windows["train"] for w in ws]
         return task
 
@@ -152,10 +158,14 @@ class QATask(Task):
         init_encoder(model, source, self.config, "span head")
 
     # ---- data --------------------------------------------------------------------------------
-    def windows_of(self, e: QAExample, answer: bool = True) -> list:
+    def windows_of(self, e: QAExample, answer: bool = True, where: str = "") -> list[Window]:
+        """The model inputs of one question; `where` (its file) names the record in an error."""
         d = self.config.data
         span = (e.answers[0][1], e.answers[0][1] + len(e.answers[0][0])) if answer else None
-        return make_windows(self.tokenizer, e.question, e.context, d.seq_len, d.stride, span, d.max_question)
+        try:
+            return make_windows(self.tokenizer, e.question, e.context, d.seq_len, d.stride, span, d.max_question)
+        except UserError as err:
+            raise UserError(f"{where} {e.id}: {err}" if where else str(err)) from None
 
     def batch(self, windows: list) -> tuple[torch.Tensor, ...]:
         ids, mask = pad_batch([w.input_ids for w in windows], self.tokenizer.pad_id)  # (B, T) each
@@ -189,10 +199,6 @@ class QATask(Task):
                     starts.append(out.start_logits[j, : len(w.input_ids)].float().cpu())
                     ends.append(out.end_logits[j, : len(w.input_ids)].float().cpu())
         return starts, ends, loss
-
-    def answer(self, model: nn.Module, e: QAExample, windows: list):
-        starts, ends, _ = self.logits(model, windows)
-        return decode(windows, starts, ends, e.context, self.config.data.max_answer)
 
     def score(self, model: nn.Module, split: str) -> dict:
         examples, windows = self.splits[split], self.windows[split]
@@ -259,13 +265,20 @@ class QATask(Task):
 
 def read_context(context: str | None) -> str:
     """--context: a file's text when it names a file, else the text itself."""
-    if context is None or not context.strip():
+    if context is None:
+        raise UserError("no passage: give --context FILE or --context 'the passage text'")
+    if not context.strip():
         raise UserError("the passage is empty; give --context FILE or --context 'the passage text'")
     p = Path(context)
     try:
-        is_file = len(context) < 4096 and "\n" not in context and p.is_file()
+        kind = "dir" if p.is_dir() else "file" if p.is_file() else None
     except OSError:  # a passage longer than a file name may be (ENAMETOOLONG) is the text itself
-        is_file = False
+        kind = None
+    if kind == "dir":
+        raise UserError(f"--context {context} is a folder; give a text file or the passage text")
+    if kind is None and p.suffix in (".txt", ".md") and " " not in context:
+        raise UserError(f"--context {context}: no such file")
+    is_file = kind == "file"
     if is_file:
         try:
             context = p.read_text(encoding="utf-8")

@@ -16,6 +16,7 @@ looked up), for the seen and unseen parts separately on the built-in task.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,7 +84,7 @@ def recipe() -> TrainConfig:
 
 def builtin(path: str) -> bool:
     """The built-in names task: no data.path, or a play (a .txt file that does not read as CoNLL)."""
-    return not path or (Path(path).suffix.lower() == ".txt" and not looks_tagged(path))
+    return not path or (Path(path).suffix.lower() in ("", ".txt") and not looks_tagged(path))
 
 
 class TagTask(Task):
@@ -113,14 +114,17 @@ class TagTask(Task):
         else:
             data, unseen_names = read_tagged(d.path), []
             split = split_indices(list(range(len(data))), d.val_fraction, d.test_fraction, d.split_seed)
-        if len(data) < 3:
-            raise UserError(f"{d.path} has {len(data)} sentences; a train / val / test split needs at least 3")
+        if len(data.labels) < 2:
+            raise UserError(f"{d.path}: every tag is O; a tagger needs entities tagged B-<type> (and I-<type>)")
+        empty = [name for name, idx in split.items() if not idx]
+        if empty:
+            raise UserError(
+                f"the {' and '.join(empty)} split would be empty with {len(data)} sentences; give more sentences "
+                "or change data.val_fraction / data.test_fraction"
+            )
         splits = {name: data.subset(idx) for name, idx in split.items()}
         tokenizer = tokenizer or fit_tokenizer(config, [" ".join(w) for w in splits["train"].words])
         task = cls(fit_model(config, vocab_size=tokenizer.vocab_size, labels=data.labels), tokenizer)
-        missing = sorted(set(data.labels) - set(task.config.model.labels))
-        if missing:
-            raise UserError(f"tags {missing} are not among the run's tags {task.config.model.labels}")
         task.splits, task.unseen_names = splits, unseen_names
         task.rows = {name: task.encode(s) for name, s in splits.items()}
         return task
@@ -261,8 +265,13 @@ def scores(gold: list[list[str]], pred: list[list[str]]) -> dict:
         "recall": float(recall_score(gold, pred, zero_division=0)),
         "f1": float(f1_score(gold, pred, zero_division=0)),
         "token_acc": sum(g == p for g, p in pairs) / max(len(pairs), 1),
-        "per_type": {k: {m: float(v) for m, v in d.items()} for k, d in report.items()},
+        "per_type": {k: {m: finite(v) for m, v in d.items()} for k, d in report.items()},
     }
+
+
+def finite(v: float) -> float | None:
+    """seqeval's averages over no entity are NaN, which JSON cannot hold: None (null) instead."""
+    return float(v) if math.isfinite(v) else None
 
 
 def test_line(r: dict) -> str:
