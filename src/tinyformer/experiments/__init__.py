@@ -7,7 +7,15 @@
 from collections.abc import Callable
 from pathlib import Path
 
-from tinyformer.experiments import classifiers, classifiers_minilm, gpt_studies, kv_cache, reverse_ablation, tokenizers
+from tinyformer.experiments import (
+    classifiers,
+    classifiers_minilm,
+    gpt_studies,
+    kv_cache,
+    reverse_ablation,
+    token_heads,
+    tokenizers,
+)
 
 EXPERIMENTS: dict[str, Callable[..., Path]] = {
     "ablation": gpt_studies.ablation,  # MiniGPT depth, heads, causal mask
@@ -18,4 +26,6 @@ EXPERIMENTS: dict[str, Callable[..., Path]] = {
     "reverse-ablation": reverse_ablation.run,  # the encoder-decoder chapter's exercises
     "classifiers": classifiers.run,  # Transformer vs TextCNN vs RNN family; what pretraining buys
     "classifiers-minilm": classifiers_minilm.run,  # pretrained MiniLM vs its architecture from scratch
+    "tagging": token_heads.tagging,  # names in speeches, unseen names: scratch vs masked-LM vs MiniLM init
+    "qa": token_heads.qa,  # "Who says ...?" extractive QA: scratch vs masked-LM vs MiniLM init
 }
