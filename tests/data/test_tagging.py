@@ -171,7 +171,7 @@ def test_read_jsonl(tmp_path):
         ("a.jsonl", '{"tokens": ["a"], "tags": ["O"]}\n\n{"tokens": ["a"], "tags": ["O"]\n', 3, "not valid JSON"),
         ("a.jsonl", '{"tokens": ["a"], "tags": ["S-PER"]}\n', 1, "'S-PER' is not BIO"),
         ("a.jsonl", '{"tokens": [], "tags": []}\n', 1, "non-empty lists"),
-        ("a.jsonl", '["a", "O"]\n', 1, "non-empty lists"),
+        ("a.jsonl", '["a", "O"]\n', 1, "not an object"),
         ("a.jsonl", '{"tokens": ["a", " "], "tags": ["O", "O"]}\n', 1, "non-empty string"),
     ],
 )

@@ -21,13 +21,12 @@ the tag at the first piece turns the model's output back into one tag per word
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tinyformer.data.classification import _paragraphs
+from tinyformer.data.classification import _json_rows, _paragraphs
 from tinyformer.data.tokenizers import IGNORE
 from tinyformer.errors import UserError
 from tinyformer.files import input_file
@@ -125,14 +124,8 @@ def _read_conll(text: str, p: Path) -> TaggedSentences:
 
 def _read_jsonl(text: str, p: Path) -> TaggedSentences:
     data = TaggedSentences()
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UserError(f"{p} line {n} is not valid JSON ({e.msg})") from None
-        words, tags = (obj.get("tokens"), obj.get("tags")) if isinstance(obj, dict) else (None, None)
+    for n, obj in _json_rows(text, p)[1]:  # (line number, object); invalid JSON and non-objects are refused there
+        words, tags = obj.get("tokens"), obj.get("tags")
         if not (isinstance(words, list) and isinstance(tags, list) and words):
             raise UserError(f"{p} line {n}: needs an object with non-empty lists 'tokens' and 'tags'")
         if len(words) != len(tags):

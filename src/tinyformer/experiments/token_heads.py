@@ -29,13 +29,22 @@ MLM_RECIPE = ["model.dropout=0.0", "model.attn_dropout=0.0", "train.max_iters=12
 MLM_QUICK = [*QUICK_MODEL, "train.max_iters=20", "train.eval_interval=10", "train.batch_size=8"]
 RECIPES = {  # task -> (small rows, MiniLM rows: 22.6M parameters, a few seconds a step on a 2-core CPU)
     "tag": (["train.max_iters=400", "train.eval_interval=50"], ["train.max_iters=80", "train.eval_interval=20"]),
-    "qa": (["train.max_iters=400", "train.eval_interval=100"], ["train.max_iters=80", "train.eval_interval=20"]),
+    "qa": (
+        [
+            "train.max_iters=1200",
+            "train.eval_interval=200",
+            "train.lr=1e-3",
+            "train.min_lr=1e-4",
+            "train.warmup_iters=100",
+        ],
+        ["train.max_iters=80", "train.eval_interval=40"],
+    ),
 }
 MINILM = ["train.batch_size=16", "train.lr=1e-4", "train.warmup_iters=8", "train.min_lr=1e-5"]
 QUICK = [*QUICK_MODEL, "train.max_iters=6", "train.eval_interval=3", "train.batch_size=4", "train.warmup_iters=1"]
 QUICK_MINILM = ["data.seq_len=32", "train.max_iters=2", "train.eval_interval=1", "train.batch_size=2"]
 QUICK_MINILM += ["train.warmup_iters=1"]
-QUICK_QA = ["data.stride=8", "data.max_question=12"]  # 32-piece windows: 17 passage pieces each
+QUICK_QA = ["data.stride=8", "data.max_question=12", "data.questions=2"]  # 32-piece windows: 17 passage pieces each
 
 
 def minilm_available() -> bool:

@@ -19,7 +19,6 @@ majority-class baseline, the confusion matrix) and confusion.png.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections import Counter
 from dataclasses import dataclass
@@ -36,18 +35,13 @@ from tinyformer.data.tinyshakespeare import read_text, resolve_path
 from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.files import write_text
-from tinyformer.models.bert import BertForMaskedLM
 from tinyformer.models.classifier import (
     ClassifierConfig,
     TextClassifier,
-    check_transformer,
-    load_encoder_from,
-    load_hf_encoder,
-    with_architecture,
 )
 from tinyformer.plots import plot_confusion
-from tinyformer.tasks.base import Arg, Task, fit_model
-from tinyformer.tasks.mlm import pretrained_source
+from tinyformer.tasks.base import Arg, fit_model
+from tinyformer.tasks.encoder import EncoderTask, fit_tokenizer, pretrained_config
 
 TEST_JSON, CONFUSION_PNG = "test.json", "confusion.png"
 
@@ -106,29 +100,18 @@ def load_examples(d: ClassifyDataConfig) -> LabelledTexts:
     return speaker_speeches(read_text(resolve_path(d.path or None)), d.speakers)
 
 
-def tokenizer_file(where: str) -> Path:
-    p = Path(where)
-    p = p / "tokenizer.json" if p.is_dir() else p
-    if not p.is_file():
-        raise UserError(f"no tokenizer at {str(p)!r}; give a tokenizer.json or a run folder holding one")
-    return p
-
-
-class ClassifyTask(Task):
+class ClassifyTask(EncoderTask):
     name = "classify"
     select = "error"  # best.safetensors = lowest val error rate: val loss rises with overconfidence long before
     # accuracy stops improving, so choosing by loss would stop a small-data classifier at its first epochs
     command = "classify"
     command_help = "label a text with a classifier run"
+    head = "classification head"
     predict_args = (Arg("text", "the text to label"),)
 
     @classmethod
     def default_config(cls) -> RunConfig:
         return RunConfig(task=cls.name, model=ClassifyModelConfig(), data=ClassifyDataConfig(), train=recipe())
-
-    @classmethod
-    def load_tokenizer(cls, path: Path) -> SubwordTokenizer:
-        return SubwordTokenizer.load(path)
 
     @classmethod
     def prepare(cls, config: RunConfig, tokenizer: SubwordTokenizer | None = None) -> ClassifyTask:
@@ -165,12 +148,6 @@ class ClassifyTask(Task):
         ids = [self.tokenizer.encode(t, self.config.data.seq_len) for t in s.texts]
         index = self.index
         return ids, torch.tensor([index[label] for label in s.labels], dtype=torch.long)  # (N,)
-
-    def init_from(self) -> str:
-        return self.config.model.init_from
-
-    def init_model(self, model: TextClassifier, source) -> None:
-        init_encoder(model, source, self.config, "classification head")
 
     def batch(self, split: str, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         rows, labels = self.encoded[split]
@@ -239,67 +216,6 @@ class ClassifyTask(Task):
         with inference(model):
             probs = model(ids.to(model_device(model)), mask.to(model_device(model))).logits[0].softmax(-1)  # (C,)
         return "\n".join(f"{self.config.model.labels[i]:<24} {probs[i]:.4f}" for i in probs.argsort(descending=True))
-
-
-def pretrained_config(
-    config: RunConfig, tokenizer: SubwordTokenizer | None
-) -> tuple[RunConfig, SubwordTokenizer | None]:
-    """A new run whose `model.init_from` names a Hugging Face BERT takes its architecture and tokenizer: ->
-    (the config with them, the tokenizer). Otherwise (no init_from, a masked-LM run, or `tokenizer` given by a
-    resumed run whose config is already fitted) -> (config, tokenizer) as they are. Checks data.seq_len fits."""
-    d, m = config.data, config.model
-    if m.init_from:
-        check_transformer(m)
-    pretrained = None if tokenizer else pretrained_source(m.init_from, m.backend)
-    if pretrained:
-        bert, tokenizer = pretrained
-        config = dataclasses.replace(config, model=with_architecture(m, bert))
-        check_same_tokenizer(d.tokenizer, tokenizer, m.init_from)
-    if config.model.encoder == "transformer" and d.seq_len > config.model.block_size:
-        source = f" (the positions of model.init_from={m.init_from!r})" if pretrained else ""
-        raise UserError(f"data.seq_len={d.seq_len} is longer than model.block_size={config.model.block_size}{source}")
-    return config, tokenizer
-
-
-def init_encoder(model: nn.Module, source, config: RunConfig, head: str) -> None:
-    """Start `model.encoder` from `source`: the loaded masked-LM run or the Hugging Face BERT folder that
-    `model.init_from` names (`tinyformer.runs.load_source`); `head` names what stays new."""
-    where = config.model.init_from
-    if isinstance(source, Path):
-        what = load_hf_encoder(model, source)
-        c = config.model
-        print(
-            f"model.init_from={where!r}: a BERT of {c.n_layer} layers x {c.n_head} heads x {c.n_embd} wide and "
-            f"{c.vocab_size:,} tokens, from {source}; loaded its tokenizer and {what}; the {head} is new"
-        )
-        return
-    if not isinstance(source.model, BertForMaskedLM):
-        raise UserError(f"model.init_from={where!r} is a {source.config.task!r} run; it needs a `train mlm` run")
-    if config.data.seq_len > source.config.data.seq_len:
-        raise UserError(
-            f"data.seq_len={config.data.seq_len} is longer than the windows of {where!r} "
-            f"(seq_len={source.config.data.seq_len}): positions past them were never trained"
-        )
-    load_encoder_from(model, source.model.state_dict(), source.config.model)
-
-
-def fit_tokenizer(config: RunConfig, texts: list[str]) -> SubwordTokenizer:
-    """The masked-LM run's tokenizer (model.init_from), a given one (data.tokenizer), or one learned from `texts`."""
-    d, m = config.data, config.model
-    if m.init_from:
-        mine = tokenizer_file(m.init_from)
-        if d.tokenizer and tokenizer_file(d.tokenizer).read_bytes() != mine.read_bytes():
-            raise UserError(f"data.tokenizer differs from the tokenizer of model.init_from={m.init_from!r}")
-        return SubwordTokenizer.load(mine)
-    if d.tokenizer:
-        return SubwordTokenizer.load(tokenizer_file(d.tokenizer))
-    return SubwordTokenizer.train(texts, d.vocab_size)
-
-
-def check_same_tokenizer(given: str, pretrained: SubwordTokenizer, where: str) -> None:
-    """data.tokenizer may only repeat the tokenizer of a Hugging Face `model.init_from` (e.g. a run made from it)."""
-    if given and SubwordTokenizer.load(tokenizer_file(given)).hf.to_str() != pretrained.hf.to_str():
-        raise UserError(f"data.tokenizer={given!r} differs from the tokenizer of model.init_from={where!r}")
 
 
 def test_line(r: dict) -> str:

@@ -42,10 +42,11 @@ from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.files import write_text
 from tinyformer.models.token_heads import EncoderHeadConfig, SpanExtractor
-from tinyformer.tasks.base import Arg, Task, fit_model
-from tinyformer.tasks.classify import fit_tokenizer, init_encoder, pretrained_config
+from tinyformer.tasks.base import Arg, fit_model
+from tinyformer.tasks.encoder import EncoderTask, fit_tokenizer, pretrained_config
 
 TEST_JSON, SPAN_PNG = "test.json", "span.png"
+EVAL_QUESTIONS = 2  # built-in task: questions per val / test passage (training passages have data.questions)
 
 
 def builtin(path: str) -> bool:
@@ -53,7 +54,7 @@ def builtin(path: str) -> bool:
     return Path(path).suffix.lower() in ("", ".txt")
 
 
-SMALL = ("stride", "max_question", "max_answer", "speeches")  # data fields that must be >= 1
+SMALL = ("stride", "max_question", "max_answer", "speeches", "questions")  # data fields that must be >= 1
 
 
 @dataclass
@@ -67,6 +68,7 @@ class QADataConfig:
     max_question: int = 48  # question pieces kept
     max_answer: int = 30  # longest answer span, in pieces
     speeches: int = 4  # built-in task: consecutive speeches per passage
+    questions: int = 8  # built-in task: questions per training passage, each on another line (val, test: 2)
     vocab_size: int = 2000  # WordPiece vocabulary learned from the training questions and passages
     tokenizer: str = ""  # reuse this tokenizer.json (or run folder) instead of learning one
 
@@ -109,10 +111,22 @@ def split_by_passage(examples: list[QAExample], val: float, test: float, seed: i
     return {s: [e for e in examples if part[e.context] == s] for s in ("train", "val", "test")}
 
 
-class QATask(Task):
+def first_per_passage(examples: list[QAExample], k: int) -> list[QAExample]:
+    """The first k questions on each passage, in order."""
+    seen: dict[str, int] = {}
+    out = []
+    for e in examples:
+        seen[e.context] = seen.get(e.context, 0) + 1
+        if seen[e.context] <= k:
+            out.append(e)
+    return out
+
+
+class QATask(EncoderTask):
     name = "qa"
     select = "error"  # best.safetensors = highest val token F1 (error = 1 - F1)
     command = "qa"
+    head = "span head"
     command_help = "answer a question from a passage with a QA run"
     predict_args = (
         Arg("question", "the question"),
@@ -124,15 +138,13 @@ class QATask(Task):
         return RunConfig(task=cls.name, model=EncoderHeadConfig(), data=QADataConfig(), train=recipe())
 
     @classmethod
-    def load_tokenizer(cls, path: Path) -> SubwordTokenizer:
-        return SubwordTokenizer.load(path)
-
-    @classmethod
     def prepare(cls, config: RunConfig, tokenizer: SubwordTokenizer | None = None) -> QATask:
         config, tokenizer = pretrained_config(config, tokenizer)
         d = config.data
         if builtin(d.path):
-            examples = who_says(read_text(resolve_path(d.path or None)), d.speeches, seed=d.split_seed)
+            examples = who_says(
+                read_text(resolve_path(d.path or None)), d.speeches, per_window=d.questions, seed=d.split_seed
+            )
         else:
             examples = read_squad(d.path)
         if config.model.type_vocab_size < 2:
@@ -140,6 +152,8 @@ class QATask(Task):
                 f"model.type_vocab_size={config.model.type_vocab_size}: QA needs 2 segments (question, passage)"
             )
         splits = split_by_passage(examples, d.val_fraction, d.test_fraction, d.split_seed)
+        if builtin(d.path):  # scoring asks fewer questions per passage: the same passages, a quarter of the time
+            splits |= {s: first_per_passage(splits[s], EVAL_QUESTIONS) for s in ("val", "test")}
         texts = [t for e in splits["train"] for t in (e.question, e.context)]
         tokenizer = tokenizer or fit_tokenizer(config, list(dict.fromkeys(texts)))
         task = cls(fit_model(config, vocab_size=tokenizer.vocab_size), tokenizer)
@@ -150,12 +164,6 @@ class QATask(Task):
 
     def build_model(self) -> SpanExtractor:
         return SpanExtractor(self.config.model)
-
-    def init_from(self) -> str:
-        return self.config.model.init_from
-
-    def init_model(self, model: SpanExtractor, source) -> None:
-        init_encoder(model, source, self.config, "span head")
 
     # ---- data --------------------------------------------------------------------------------
     def windows_of(self, e: QAExample, answer: bool = True, where: str = "") -> list[Window]:

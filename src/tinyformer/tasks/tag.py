@@ -40,8 +40,8 @@ from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.files import write_text
 from tinyformer.models.token_heads import EncoderHeadConfig, TokenTagger
-from tinyformer.tasks.base import Arg, Task, fit_model
-from tinyformer.tasks.classify import fit_tokenizer, init_encoder, pretrained_config
+from tinyformer.tasks.base import Arg, fit_model
+from tinyformer.tasks.encoder import EncoderTask, fit_tokenizer, pretrained_config
 
 TEST_JSON = "test.json"
 
@@ -87,20 +87,17 @@ def builtin(path: str) -> bool:
     return not path or (Path(path).suffix.lower() in ("", ".txt") and not looks_tagged(path))
 
 
-class TagTask(Task):
+class TagTask(EncoderTask):
     name = "tag"
     select = "error"  # best.safetensors = highest val entity F1 (error = 1 - F1)
     command = "tag"
+    head = "tagging head"
     command_help = "tag every word of a text with a tagging run"
     predict_args = (Arg("text", "the text to tag"),)
 
     @classmethod
     def default_config(cls) -> RunConfig:
         return RunConfig(task=cls.name, model=EncoderHeadConfig(), data=TagDataConfig(), train=recipe())
-
-    @classmethod
-    def load_tokenizer(cls, path: Path) -> SubwordTokenizer:
-        return SubwordTokenizer.load(path)
 
     @classmethod
     def prepare(cls, config: RunConfig, tokenizer: SubwordTokenizer | None = None) -> TagTask:
@@ -131,12 +128,6 @@ class TagTask(Task):
 
     def build_model(self) -> TokenTagger:
         return TokenTagger(self.config.model)
-
-    def init_from(self) -> str:
-        return self.config.model.init_from
-
-    def init_model(self, model: TokenTagger, source) -> None:
-        init_encoder(model, source, self.config, "tagging head")
 
     # ---- data --------------------------------------------------------------------------------
     def encode(self, s: TaggedSentences) -> list[tuple[list[int], list[int], int]]:
