@@ -157,7 +157,12 @@ def tagging(out: Path | None = None, quick: bool = False, data: str | None = Non
     task = TagTask.prepare(results[0].run.config, results[0].run.tokenizer)
     n = {k: len(v) for k, v in task.splits.items()}
     rows = lambda run: len(TagTask.prepare(run.config, run.tokenizer).rows["train"])  # noqa: E731
-    f1_per_epoch(results, rows, folder / "f1_per_epoch.png", "Tagging names: validation entity F1")
+    f1_per_epoch(
+        results,
+        rows,
+        folder / "f1_per_epoch.png",
+        "Tagging names: validation entity F1 (seen names; unseen names are scored at the end)",
+    )
     gaz = {p: test_json(results[0])[p]["gazetteer"] for p in ("test", "unseen")}
     gaz_row = ["gazetteer (the training names looked up)", "-", "-", gaz["test"]["f1"], gaz["unseen"]["f1"]]
     gaz_row += [gaz["unseen"]["recall"], "-", "-"]
