@@ -316,6 +316,24 @@ def test_finished_runs_write_their_test_scores(tag_run, qa_run):
     assert (qa_run / "span.png").stat().st_size > 5_000
 
 
+def test_eval_rescores_the_test_split_as_the_finished_run_did(tag_run, qa_run, capsys):
+    capsys.readouterr()
+    for run in (tag_run, qa_run):
+        assert main(["eval", str(run)]) == 0
+        saved = json.loads((run / "test.json").read_text())
+        scores = saved.get("test", saved)
+        lines = capsys.readouterr().out.splitlines()
+        assert f"F1 {scores['f1']:.4f}" in lines[0], lines
+    tag = json.loads((tag_run / "test.json").read_text())["test"]["per_type"]["PER"]
+    per = next(line.split() for line in tag_lines(tag_run, capsys) if line.startswith("test: PER"))
+    assert [float(x) for x in per[2:5]] == pytest.approx([tag["precision"], tag["recall"], tag["f1-score"]], abs=1e-4)
+
+
+def tag_lines(run, capsys) -> list[str]:
+    assert main(["eval", str(run)]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
 # ---------------------------------------------------------------------------- bad input
 
 

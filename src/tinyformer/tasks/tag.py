@@ -221,7 +221,9 @@ class TagTask(EncoderTask):
         print(test_line(r) + f"; see {run_dir / TEST_JSON}")
 
     def held_out(self, model: nn.Module) -> str:
-        return test_line(type(self).prepare(self.config, self.tokenizer).test_scores(model))
+        """`tinyformer eval`: the test line, then the per-type report of each test part."""
+        r = type(self).prepare(self.config, self.tokenizer).test_scores(model)
+        return "\n".join([test_line(r), *(per_type_lines(part, r[part]) for part in ("test", "unseen") if part in r)])
 
     def tag_words(self, model: nn.Module, sentences: list[list[str]]) -> list[list[str]]:
         """One tag per word of each sentence (tinyformer's own splitting, or the words as given)."""
@@ -263,6 +265,15 @@ def scores(gold: list[list[str]], pred: list[list[str]]) -> dict:
 def finite(v: float) -> float | None:
     """seqeval's averages over no entity are NaN, which JSON cannot hold: None (null) instead."""
     return float(v) if math.isfinite(v) else None
+
+
+def per_type_lines(part: str, x: dict) -> str:
+    """seqeval's per-type report of one test part as a small table (precision, recall, F1, entities)."""
+    rows = [f"{part}: {'type':<14} {'precision':>9} {'recall':>9} {'f1':>9} {'entities':>9}"]
+    for name, m in x["per_type"].items():
+        cells = [("-" if m.get(k) is None else f"{m[k]:.4f}") for k in ("precision", "recall", "f1-score")]
+        rows.append(f"{part}: {name:<14} {cells[0]:>9} {cells[1]:>9} {cells[2]:>9} {int(m.get('support') or 0):>9}")
+    return "\n".join(rows)
 
 
 def test_line(r: dict) -> str:
