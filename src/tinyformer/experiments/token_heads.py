@@ -29,16 +29,7 @@ MLM_RECIPE = ["model.dropout=0.0", "model.attn_dropout=0.0", "train.max_iters=12
 MLM_QUICK = [*QUICK_MODEL, "train.max_iters=20", "train.eval_interval=10", "train.batch_size=8"]
 RECIPES = {  # task -> (small rows, MiniLM rows: 22.6M parameters, a few seconds a step on a 2-core CPU)
     "tag": (["train.max_iters=400", "train.eval_interval=50"], ["train.max_iters=80", "train.eval_interval=20"]),
-    "qa": (
-        [
-            "train.max_iters=1200",
-            "train.eval_interval=200",
-            "train.lr=1e-3",
-            "train.min_lr=1e-4",
-            "train.warmup_iters=100",
-        ],
-        ["train.max_iters=80", "train.eval_interval=40"],
-    ),
+    "qa": ([], ["train.max_iters=80", "train.eval_interval=40"]),  # small rows: the task's own recipe
 }
 MINILM = ["train.batch_size=16", "train.lr=1e-4", "train.warmup_iters=8", "train.min_lr=1e-5"]
 QUICK = [*QUICK_MODEL, "train.max_iters=6", "train.eval_interval=3", "train.batch_size=4", "train.warmup_iters=1"]

