@@ -19,6 +19,14 @@ Cross-attention can take its keys and values already projected (`context_kv`,
 from `project_context`): a decoder generating token by token projects the
 encoder memory once per source instead of once per generated token.
 
+Two variants (the variants lab):
+- `n_kv_head` < `n_head`: grouped-query attention (Ainslie et al., 2023; n_kv_head = 1 is multi-query
+  attention, Shazeer, 2019). Keys and values get only `n_kv_head` heads, each shared by n_head / n_kv_head
+  query heads: a smaller projection, and a KV cache that stores only the KV heads. n_kv_head = n_head is
+  ordinary multi-head attention, with the very same parameters.
+- `kind="linear"`: linear attention (`tinyformer.attention.linear`), whose `cache` is a `LinearState` of
+  fixed size instead of a `KVCache`. It has no attention weights to return.
+
 Shapes: B batch, T queries, S keys, D model width, H heads, Dh = D / H.
 Masks follow `tinyformer.attention.masks`: bool, True = may attend.
 """
@@ -31,10 +39,13 @@ from torch import nn
 
 from tinyformer.attention import masks
 from tinyformer.attention.kv_cache import KVCache
+from tinyformer.attention.linear import LinearState, linear_attend
 from tinyformer.attention.positions import Rotary
+from tinyformer.errors import UserError
 from tinyformer.layers.dropout import dropout
 
 BACKENDS = ("sdpa", "manual")
+KINDS = ("softmax", "linear")  # model.attention
 
 
 def attend(
@@ -48,14 +59,20 @@ def attend(
     backend: str = "sdpa",
     need_weights: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """q (B, H, T, Dh), k/v (B, H, S, Dh) -> (out (B, H, T, Dh), weights (B, H, T, S) or None)."""
+    """q (B, H, T, Dh), k/v (B, Hkv, S, Dh) -> (out (B, H, T, Dh), weights (B, H, T, S) or None).
+
+    Hkv divides H: each key/value head serves H / Hkv query heads (Hkv = H: one each)."""
     T, S = q.size(-2), k.size(-2)
     causal = causal and T > 1  # one query is the last position: it may see every key
+    gqa = k.size(1) != q.size(1)
     if backend == "sdpa" and not need_weights and (dropout_p == 0 or q.device.type != "cpu"):
         if causal and mask is None and T == S:  # the fast kernel that skips masked blocks
-            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True), None
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, enable_gqa=gqa), None
         full = masks.combine(masks.causal(T, S, q.device) if causal else None, mask)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=full, dropout_p=dropout_p), None
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=full, dropout_p=dropout_p, enable_gqa=gqa), None
+    if gqa:  # each KV head repeated for its group of query heads
+        group = q.size(1) // k.size(1)
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (B, H, S, Dh) each
     full = masks.combine(masks.causal(T, S, q.device) if causal else None, mask)
     scores = (q @ k.transpose(-2, -1)) * q.size(-1) ** -0.5  # (B, H, T, S)
     if full is not None:
@@ -78,23 +95,31 @@ class MultiHeadAttention(nn.Module):
         out_bias: bool = True,
         dropout: float = 0.0,
         backend: str = "sdpa",
+        n_kv_head: int | None = None,
+        kind: str = "softmax",
     ) -> None:
         super().__init__()
+        n_kv_head = n_kv_head or n_head
         if d_model % n_head:
             raise ValueError(f"d_model={d_model} is not divisible by n_head={n_head}")
-        if backend not in BACKENDS:
-            raise ValueError(f"backend={backend!r} is not one of {BACKENDS}")
-        self.n_head, self.dropout, self.backend, self.cross = n_head, dropout, backend, cross
+        if n_head % n_kv_head:
+            raise ValueError(f"n_head={n_head} is not divisible by n_kv_head={n_kv_head}")
+        if backend not in BACKENDS or kind not in KINDS:
+            raise ValueError(f"backend={backend!r} / kind={kind!r} is not one of {BACKENDS} / {KINDS}")
+        if cross and (n_kv_head != n_head or kind != "softmax"):
+            raise ValueError("cross-attention is softmax multi-head attention only")
+        self.n_head, self.n_kv_head, self.dropout, self.backend, self.cross = n_head, n_kv_head, dropout, backend, cross
+        self.kind, self.head_dim = kind, d_model // n_head
         if cross:
             self.q = nn.Linear(d_model, d_model, bias=qkv_bias)
             self.kv = nn.Linear(d_model, 2 * d_model, bias=qkv_bias)
-        else:
-            self.qkv = nn.Linear(d_model, 3 * d_model, bias=qkv_bias)
+        else:  # queries D wide, keys and values n_kv_head * Dh wide each (D when n_kv_head = n_head)
+            self.qkv = nn.Linear(d_model, d_model + 2 * n_kv_head * self.head_dim, bias=qkv_bias)
         self.proj = nn.Linear(d_model, d_model, bias=out_bias)
 
     def heads(self, x: torch.Tensor) -> torch.Tensor:
-        B, L, D = x.shape
-        return x.view(B, L, self.n_head, D // self.n_head).transpose(1, 2)  # (B, H, L, Dh)
+        B, L, W = x.shape
+        return x.view(B, L, W // self.head_dim, self.head_dim).transpose(1, 2)  # (B, W / Dh heads, L, Dh)
 
     def project_context(self, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Cross-attention: context (B, S, D) -> keys and values (B, H, S, Dh) each."""
@@ -110,8 +135,9 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError("cross-attention needs a context tensor (or its keys and values, context_kv)")
             k, v = context_kv if context_kv is not None else self.project_context(context)  # (B, H, S, Dh) each
             return self.heads(self.q(x)), k, v  # q: (B, T, D) -> (B, H, T, Dh)
-        q, k, v = self.qkv(x).chunk(3, dim=-1)  # 3 x (B, T, D)
-        return self.heads(q), self.heads(k), self.heads(v)
+        D, Dkv = x.size(-1), self.n_kv_head * self.head_dim
+        q, k, v = self.qkv(x).split([D, Dkv, Dkv], dim=-1)  # (B, T, D), (B, T, Dkv) x 2
+        return self.heads(q), self.heads(k), self.heads(v)  # (B, H, T, Dh), (B, Hkv, T, Dh) x 2
 
     def forward(
         self,
@@ -122,7 +148,7 @@ class MultiHeadAttention(nn.Module):
         causal: bool = False,
         need_weights: bool = False,
         rope: Rotary | None = None,
-        cache: KVCache | None = None,
+        cache: KVCache | LinearState | None = None,
         start: int = 0,
         context_kv: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -132,12 +158,18 @@ class MultiHeadAttention(nn.Module):
         Cross-attention takes `context` (B, S, D) or `context_kv`, its `project_context` (B, H, S, Dh) x 2.
         """
         B, T, D = x.shape
-        q, k, v = self.project(x, context, context_kv)  # (B, H, T, Dh), (B, H, S, Dh) x 2
+        q, k, v = self.project(x, context, context_kv)  # (B, H, T, Dh), (B, Hkv, S, Dh) x 2
         if rope is not None:
             q, k = rope(q, start), rope(k, start)  # rotated by their positions; shapes unchanged
-        if cache is not None:
-            k, v = cache.update(k, v, start)  # (B, H, start + T, Dh) each
-        p = self.dropout if self.training else 0.0
-        y, w = attend(q, k, v, mask=mask, causal=causal, dropout_p=p, backend=self.backend, need_weights=need_weights)
+        if self.kind == "linear":
+            if need_weights:
+                raise UserError("model.attention=linear has no attention weights to show; views need softmax")
+            y, w = linear_attend(q, k, v, causal=causal, mask=mask, state=cache, start=start), None
+        else:
+            if cache is not None:
+                k, v = cache.update(k, v, start)  # (B, Hkv, start + T, Dh) each
+            p = self.dropout if self.training else 0.0
+            kw = dict(mask=mask, causal=causal, dropout_p=p, backend=self.backend, need_weights=need_weights)
+            y, w = attend(q, k, v, **kw)  # (B, H, T, Dh), (B, H, T, S) or None
         y = y.transpose(1, 2).reshape(B, T, D)  # (B, T, D): heads merged back
         return self.proj(y), (w if need_weights else None)

@@ -13,7 +13,8 @@ the residual and the sub-layer is normalised, so the stream itself is:
     x = LayerNorm(x + FeedForward(x))
 
 `TransformerBlock` does either (`norm_first`), with the same parts under the same
-names (ln1, attn, drop, ln2, mlp); only the order differs. `ffn="swiglu"` swaps the
+names (ln1, attn, drop, ln2, mlp); only the order differs. `n_kv_head` and `attention`
+("softmax" | "linear") pick the attention variant (see `tinyformer.attention.multihead`). `ffn="swiglu"` swaps the
 GELU feed-forward for SwiGLU (see `tinyformer.layers.feedforward`).
 
 `DecoderBlock` is the encoder-decoder's decoder layer (Vaswani et al., 2017):
@@ -27,6 +28,7 @@ import torch
 from torch import nn
 
 from tinyformer.attention.kv_cache import KVCache
+from tinyformer.attention.linear import LinearState
 from tinyformer.attention.multihead import MultiHeadAttention
 from tinyformer.attention.positions import Rotary
 from tinyformer.layers.dropout import Dropout
@@ -53,11 +55,21 @@ class TransformerBlock(nn.Module):
         norm_first: bool = True,
         layer_norm_eps: float = 1e-5,
         ffn: str = "gelu",
+        n_kv_head: int | None = None,
+        attention: str = "softmax",
     ) -> None:
         super().__init__()
         self.norm_first = norm_first
         self.ln1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.attn = MultiHeadAttention(d_model, n_head, qkv_bias=qkv_bias, dropout=attn_dropout, backend=backend)
+        self.attn = MultiHeadAttention(
+            d_model,
+            n_head,
+            qkv_bias=qkv_bias,
+            dropout=attn_dropout,
+            backend=backend,
+            n_kv_head=n_kv_head,
+            kind=attention,
+        )
         self.drop = Dropout(dropout)
         self.ln2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.mlp = make_feedforward(ffn, d_model, d_ff, dropout)
@@ -70,7 +82,7 @@ class TransformerBlock(nn.Module):
         causal: bool = False,
         need_weights: bool = False,
         rope: Rotary | None = None,
-        cache: KVCache | None = None,
+        cache: KVCache | LinearState | None = None,
         start: int = 0,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """x (B, T, D) -> (x (B, T, D), attention weights (B, H, T, S) or None); `rope`, `cache` and `start`

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinyformer.attention import masks
-from tinyformer.attention.multihead import BACKENDS
+from tinyformer.attention.multihead import BACKENDS, KINDS
 from tinyformer.attention.positions import Rotary
 from tinyformer.config import check_fields
 from tinyformer.data.tokenizers import IGNORE
@@ -54,6 +54,7 @@ class BertConfig:
     layer_norm_eps: float = 1e-12  # epsilon of every LayerNorm (BERT uses 1e-12)
     backend: str = "sdpa"  # attention backend: "sdpa" or "manual"
     positions: str = "learned"  # "learned" (BERT's table) or "rope" (rotary, RoFormer)
+    attention: str = "softmax"  # "softmax" or "linear" (elu+1 feature map; no weights, attn_dropout unused)
 
     def __post_init__(self) -> None:
         if self.vocab_size < 0:
@@ -71,9 +72,11 @@ class BertConfig:
                 "layer_norm_eps",
             ),
             fractions=("dropout", "attn_dropout"),
-            choices={"backend": BACKENDS, "positions": BERT_POSITIONS},
+            choices={"backend": BACKENDS, "positions": BERT_POSITIONS, "attention": KINDS},
             divisible=("n_embd", "n_head"),
         )
+        if self.attention == "linear" and self.positions == "rope":
+            raise UserError("model.attention=linear does not take rotary positions; use model.positions=learned")
         if self.positions == "rope" and (self.n_embd // self.n_head) % 2:
             raise UserError(
                 f"model.positions=rope needs an even head width; n_embd/n_head = {self.n_embd // self.n_head}"
@@ -105,6 +108,7 @@ class BertEncoder(nn.Module):
                 backend=c.backend,
                 norm_first=False,  # BERT is Post-LayerNorm
                 layer_norm_eps=c.layer_norm_eps,
+                attention=c.attention,
             )
             for _ in range(c.n_layer)
         )

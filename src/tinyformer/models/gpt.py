@@ -8,6 +8,10 @@ lab's character model.
 
 Generation passes one `KVCache` per layer (`new_cache`) and the position
 `start` of the first new token, so each step runs only the new token.
+
+Variants: `attention="linear"` (linear attention; its generation state is a fixed-size
+`LinearState` per layer instead of a growing `KVCache`) and `n_kv_head` (grouped- or
+multi-query attention: the cache stores only the KV heads). See `tinyformer.attention`.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from tinyformer.attention.kv_cache import KVCache
-from tinyformer.attention.multihead import BACKENDS
+from tinyformer.attention.linear import LinearState
+from tinyformer.attention.multihead import BACKENDS, KINDS
 from tinyformer.attention.positions import POSITIONS, Rotary, sinusoidal_table
 from tinyformer.config import check_fields
 from tinyformer.errors import UserError
@@ -39,11 +44,13 @@ class GPTConfig:
     n_layer: int = 4  # Transformer blocks
     n_head: int = 4  # attention heads per block
     n_embd: int = 128  # model width D
-    mlp_ratio: int = 4  # feed-forward width = mlp_ratio * n_embd
+    mlp_ratio: float = 4  # feed-forward width = mlp_ratio * n_embd (a whole number)
     dropout: float = 0.1  # on embeddings and on each residual branch
     attn_dropout: float = 0.0  # on attention weights; > 0 rules out the fused causal kernel
     qkv_bias: bool = False  # bias on the query/key/value projection
     backend: str = "sdpa"  # attention backend: "sdpa" or "manual"
+    attention: str = "softmax"  # "softmax" or "linear" (elu+1 feature map; no weights, no attn_dropout)
+    n_kv_head: int = 0  # key/value heads: 0 = n_head (multi-head), 1 = multi-query, between = grouped-query
     positions: str = "learned"  # "learned" | "sinusoidal" | "rope" | "none"
     rope_base: float = 10000.0  # RoPE: angle of pair i is position * rope_base^(-2i/Dh)
     causal: bool = True  # False removes the causal mask: an ablation that lets training peek at the answer
@@ -60,14 +67,33 @@ class GPTConfig:
             "model",
             positive=("block_size", "n_layer", "n_head", "n_embd", "mlp_ratio", "rope_base"),
             fractions=("dropout", "attn_dropout"),
-            choices={"backend": BACKENDS, "positions": POSITIONS, "ffn": FFN_KINDS},
+            choices={"backend": BACKENDS, "positions": POSITIONS, "ffn": FFN_KINDS, "attention": KINDS},
             divisible=("n_embd", "n_head"),
         )
+        if self.n_kv_head < 0 or self.n_head % self.kv_heads:
+            raise UserError(f"model.n_kv_head={self.n_kv_head} must divide model.n_head={self.n_head} (0 = n_head)")
+        if not float(self.mlp_ratio * self.n_embd).is_integer():
+            raise UserError(f"model.mlp_ratio={self.mlp_ratio} x n_embd={self.n_embd} must be a whole width")
+        if self.attention == "linear" and (self.positions == "rope" or self.kv_heads != self.n_head):
+            raise UserError(
+                "model.attention=linear works with learned, sinusoidal or no positions and n_kv_head = n_head; "
+                f"got positions={self.positions!r}, n_kv_head={self.n_kv_head}"
+            )
         dh = self.n_embd // self.n_head
         if self.positions == "rope" and (dh % 2 or dh < 4):
             raise UserError(f"model.positions=rope needs an even head width of at least 4; n_embd/n_head = {dh}")
         if self.positions == "sinusoidal" and self.n_embd % 2:
             raise UserError(f"model.positions=sinusoidal needs an even model.n_embd, got {self.n_embd}")
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads per block (n_kv_head, or n_head when it is 0)."""
+        return self.n_kv_head or self.n_head
+
+    @property
+    def d_ff(self) -> int:
+        """Feed-forward width, mlp_ratio * n_embd."""
+        return int(self.mlp_ratio * self.n_embd)
 
 
 SINUSOID_SCALE = 0.02  # the token embeddings' init std: the fixed table does not drown the tokens at init
@@ -90,12 +116,14 @@ class MiniGPT(nn.Module):
             TransformerBlock(
                 c.n_embd,
                 c.n_head,
-                c.mlp_ratio * c.n_embd,
+                c.d_ff,
                 dropout=c.dropout,
                 attn_dropout=c.attn_dropout,
                 qkv_bias=c.qkv_bias,
                 backend=c.backend,
                 ffn=c.ffn,
+                n_kv_head=c.kv_heads,
+                attention=c.attention,
             )
             for _ in range(c.n_layer)
         )
@@ -108,11 +136,14 @@ class MiniGPT(nn.Module):
             if name.endswith("attn.proj.weight") or name.endswith("mlp.proj.weight"):
                 nn.init.normal_(p, std=0.02 / math.sqrt(2 * c.n_layer))
 
-    def new_cache(self, batch_size: int, capacity: int | None = None) -> list[KVCache]:
-        """One empty `KVCache` per block for up to `capacity` positions (default: block_size)."""
+    def new_cache(self, batch_size: int, capacity: int | None = None) -> list[KVCache] | list[LinearState]:
+        """One empty `KVCache` per block for up to `capacity` positions (default: block_size), holding only the
+        n_kv_head key/value heads; with linear attention, one fixed-size `LinearState` per block instead."""
         c, p = self.config, next(self.parameters())
         S, Dh = capacity or c.block_size, c.n_embd // c.n_head
-        return [KVCache(batch_size, c.n_head, S, Dh, device=p.device, dtype=p.dtype) for _ in self.blocks]
+        if c.attention == "linear":
+            return [LinearState(batch_size, c.n_head, Dh, device=p.device) for _ in self.blocks]
+        return [KVCache(batch_size, c.kv_heads, S, Dh, device=p.device, dtype=p.dtype) for _ in self.blocks]
 
     @property
     def max_context(self) -> int | None:
@@ -156,7 +187,7 @@ class MiniGPT(nn.Module):
         targets: torch.Tensor | None = None,
         *,
         need_weights: bool = False,
-        cache: list[KVCache] | None = None,
+        cache: list[KVCache] | list[LinearState] | None = None,
         start: int = 0,
     ) -> ModelOutput:
         """idx (B, T) tokens at positions [start, start+T); targets (B, T) -> logits (B, T, V) and loss.
@@ -195,15 +226,17 @@ def param_breakdown(c: GPTConfig) -> list[tuple[str, str, int, int]]:
     V vocab, T block size, D width, F = mlp_ratio * D; matches `MiniGPT` exactly
     (a test checks it against `sum(p.numel())`).
     """
-    V, T, D, F_ = c.vocab_size, c.block_size, c.n_embd, c.mlp_ratio * c.n_embd
+    V, T, D, F_ = c.vocab_size, c.block_size, c.n_embd, c.d_ff
     learned = c.positions == "learned"
-    qkv_bias = "+3D " if c.qkv_bias else ""
+    Dkv = c.kv_heads * (D // c.n_head)  # key/value width: D unless grouped- or multi-query
+    qkv = (D + 2 * Dkv) * D + D * D + D + ((D + 2 * Dkv) if c.qkv_bias else 0)
+    qkv_text = ("3D² " if Dkv == D else "D·(D+2·Dkv) ") + (("+3D " if Dkv == D else "+D+2·Dkv ") if c.qkv_bias else "")
     mlp = ("3·D·F (no biases)", 3 * D * F_) if c.ffn == "swiglu" else ("2·D·F + F + D", 2 * D * F_ + F_ + D)
     head = ("head (tied: the token embedding)", "0", 0) if c.tie_weights else ("head (untied, no bias)", "D·V", D * V)
     return [
         ("token embedding", "V·D", V * D, 1),
         ("position embedding", "T·D" if c.positions == "learned" else f"none ({c.positions})", learned * T * D, 1),
-        ("block attention", f"3D² {qkv_bias}+ D² + D", 4 * D * D + D + (3 * D if c.qkv_bias else 0), c.n_layer),
+        ("block attention", f"{qkv_text}+ D² + D", qkv, c.n_layer),
         ("block MLP", *mlp, c.n_layer),
         ("block layer norms", "2·2D", 4 * D, c.n_layer),
         ("final layer norm", "2D", 2 * D, 1),

@@ -119,8 +119,13 @@ def check_exportable(model: nn.Module) -> None:
         )
     if not c.causal:
         raise UserError("model.causal=false: GPT-2 is always causal; this ablation model cannot be exported")
-    if c.ffn == "swiglu":
-        raise UserError("model.ffn='swiglu': GPT-2's MLP is a GELU one; this model cannot be exported")
+    if c.ffn not in ("gelu", "gelu_tanh"):
+        raise UserError(f"model.ffn={c.ffn!r}: GPT-2's MLP is a GELU one; this model cannot be exported")
+    if c.attention != "softmax" or c.kv_heads != c.n_head:
+        raise UserError(
+            f"model.attention={c.attention!r}, n_kv_head={c.n_kv_head}: GPT-2 has softmax multi-head attention; "
+            "this model cannot be exported"
+        )
 
 
 def gpt2_config(model: nn.Module, eos_token_id: int | None = None) -> dict:
@@ -133,7 +138,7 @@ def gpt2_config(model: nn.Module, eos_token_id: int | None = None) -> dict:
         "n_embd": c.n_embd,
         "n_layer": c.n_layer,
         "n_head": c.n_head,
-        "n_inner": c.mlp_ratio * c.n_embd,
+        "n_inner": c.d_ff,
         "activation_function": "gelu_new" if c.ffn == "gelu_tanh" else "gelu",  # tanh or exact erf GELU
         "layer_norm_epsilon": model.ln_f.eps,
         "resid_pdrop": 0.0,  # an exported model is for inference; dropout would only add noise
