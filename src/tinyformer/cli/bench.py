@@ -18,14 +18,17 @@ WHAT = {
     "viz": "time to render every attention view of a 12x12-head BERT",
     "bert-parity": "our BERT encoder vs Hugging Face's on the offline checkpoint",
     "gpt2": "fine-tuning tokens/s of MiniGPT in GPT-2 small's configuration vs transformers' GPT2LMHeadModel",
+    "rnn": "forward + backward tokens/s of torch's fused RNN/LSTM/GRU vs the scratch loop, hidden 128 and 512",
     "all": "train + attention",
 }
-JSON_WRITERS = ("train", "reverse", "attention", "gpt2", "all")
+JSON_WRITERS = ("train", "reverse", "attention", "gpt2", "rnn", "all")
 
 
 def add_bench(p: argparse.ArgumentParser) -> None:
     p.add_argument("what", choices=list(WHAT), help="; ".join(f"{k}: {v}" for k, v in WHAT.items()))
-    p.add_argument("--iters", type=positive_int, help="train, gpt2: timed steps per measurement (default 40, gpt2 3)")
+    p.add_argument(
+        "--iters", type=positive_int, help="train, gpt2, rnn: timed steps per measurement (default 40, gpt2 3, rnn 5)"
+    )
     p.add_argument("--repeats", type=positive_int, default=3, help="alternating measurements of each")
     p.add_argument("--max-epochs", type=positive_int, default=15, help="reverse: epochs before 'not reached'")
     p.add_argument("--config", help="reverse: tinyformer's preset (default: the recipe of configs/reverse.toml)")
@@ -35,7 +38,7 @@ def add_bench(p: argparse.ArgumentParser) -> None:
         help="tinyformer's train.precision (default: auto for train, the config's for reverse); "
         "the course's code always runs in fp32",
     )
-    p.add_argument("--device", default="auto", help="train, attention: auto (cuda > mps > cpu), cpu or cuda")
+    p.add_argument("--device", default="auto", help="train, attention, gpt2, rnn: auto (cuda > mps > cpu), cpu or cuda")
     p.add_argument(
         "--lengths", type=_lengths, help="attention: comma-separated sequence lengths (default 128,256,512,1024,2048)"
     )
@@ -73,7 +76,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
 
 
 def _measure(a: argparse.Namespace, data: str | None) -> dict:
-    """The figures of bench train, reverse, attention or all, with the machine they were measured on."""
+    """The figures of bench train, reverse, attention, gpt2, rnn or all, with the machine they were measured on."""
     from tinyformer.device import machine
 
     figures: dict = {"machine": machine()}
@@ -89,6 +92,10 @@ def _measure(a: argparse.Namespace, data: str | None) -> dict:
         from tinyformer.bench.gpt2 import run_gpt2_benchmark
 
         figures["gpt2"] = run_gpt2_benchmark(a.iters or 3, a.repeats, a.device)
+    if a.what == "rnn":
+        from tinyformer.bench.rnn import run_rnn_benchmark
+
+        figures["rnn"] = run_rnn_benchmark(a.iters or 5, a.repeats, a.device)
     if a.what in ("attention", "all"):
         from tinyformer.bench.attention import run_attention_benchmark
 

@@ -9,9 +9,14 @@ the LSTM the h, not the cell c), with [forward, backward] concatenated when
 bidirectional. A classifier head (a Linear, plus any dropout on the feature)
 sits on top and is not part of this module.
 
-Padding never changes a result: rows are packed with `pack_padded_sequence`
-using the lengths read from `attention_mask`, so the recurrence stops at each
-row's last real token (and the backward direction starts there). Padding must
+Two implementations compute the same function with the same parameter names
+(`impl`): "torch" runs torch's fused layer over a `pack_padded_sequence`;
+"scratch" runs `ScratchRNN` (`rnn_cells.py`), the gate equations in a Python
+loop over time steps. A checkpoint trained with one loads into the other.
+
+Padding never changes a result: the lengths read from `attention_mask` make the
+recurrence stop at each row's last real token (and the backward direction start
+there), by packing (torch) or by freezing finished rows (scratch). Padding must
 sit at the end of a row; `sequence_lengths` checks that and rejects empty rows.
 """
 
@@ -22,8 +27,10 @@ from torch import nn
 
 from tinyformer.errors import UserError
 from tinyformer.layers.dropout import Dropout
+from tinyformer.models.rnn_cells import ScratchRNN
 
 CELLS = ("rnn", "lstm", "gru")
+IMPLS = ("torch", "scratch")  # torch's fused nn.RNN/LSTM/GRU, or the loop of rnn_cells.ScratchRNN
 _RECURRENT = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
 
 
@@ -63,33 +70,38 @@ class RNNEncoder(nn.Module):
         bidirectional: bool = False,
         dropout: float = 0.0,
         pad_id: int = 0,
+        impl: str = "torch",
     ) -> None:
         super().__init__()
         if cell not in CELLS:
             raise UserError(f"cell={cell!r} is not one of {', '.join(CELLS)}")
-        self.cell = cell
+        if impl not in IMPLS:
+            raise UserError(f"impl={impl!r} is not one of {', '.join(IMPLS)}")
+        self.cell, self.impl = cell, impl
         self.n_layer = n_layer
         self.n_dir = 2 if bidirectional else 1
         self.hidden = hidden
         self.out_features = hidden * self.n_dir
         self.embed = nn.Embedding(vocab_size, n_embd, padding_idx=pad_id)
         self.drop = Dropout(dropout)
-        self.rnn = _RECURRENT[cell](
-            n_embd,
-            hidden,
-            num_layers=n_layer,
-            batch_first=True,
-            dropout=dropout if n_layer > 1 else 0.0,  # torch applies it between layers only
-            bidirectional=bidirectional,
-        )
+        between = dropout if n_layer > 1 else 0.0  # applied between layers only
+        if impl == "scratch":
+            self.rnn = ScratchRNN(cell, n_embd, hidden, n_layer, bidirectional, between)
+        else:
+            self.rnn = _RECURRENT[cell](
+                n_embd, hidden, num_layers=n_layer, batch_first=True, dropout=between, bidirectional=bidirectional
+            )
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """input_ids (B, T) long; attention_mask (B, T), 1/True = real token, 0 = padding at the end
         of a row -> (B, out_features)."""
         lengths = sequence_lengths(input_ids, attention_mask)  # (B,)
         x = self.drop(self.embed(input_ids))  # (B, T, D)
-        packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        _, h_n = self.rnn(packed)  # h_n back in the batch's own row order
+        if self.impl == "scratch":
+            _, h_n = self.rnn(x, lengths)
+        else:
+            packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+            _, h_n = self.rnn(packed)  # h_n back in the batch's own row order
         if self.cell == "lstm":
             h_n = h_n[0]  # (h_n, c_n) -> h_n
         B = input_ids.size(0)
