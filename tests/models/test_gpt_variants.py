@@ -146,3 +146,16 @@ def test_linear_encoder_ignores_padding():
     torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
     unmasked = model(padded).last_hidden_state[:, :7]
     assert not torch.allclose(a, unmasked, atol=1e-3)
+
+
+def test_classifier_and_token_heads_take_linear_attention_and_refuse_it_with_rope():
+    from tinyformer.models.classifier import ClassifierConfig, TextClassifier
+    from tinyformer.models.token_heads import EncoderHeadConfig
+
+    cfg = ClassifierConfig(vocab_size=30, labels=["a", "b"], n_embd=16, n_head=2, d_ff=32, n_layer=1)
+    torch.manual_seed(0)
+    model = TextClassifier(ClassifierConfig(**{**cfg.__dict__, "attention": "linear", "positions": "learned"}))
+    assert all(b.attn.kind == "linear" for b in model.encoder.blocks)
+    for make in (ClassifierConfig, EncoderHeadConfig):
+        with pytest.raises(UserError, match="does not take rotary positions"):
+            make(attention="linear", positions="rope")

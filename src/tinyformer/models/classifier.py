@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tinyformer.attention.multihead import BACKENDS
+from tinyformer.attention.multihead import BACKENDS, KINDS
 from tinyformer.config import check_fields
 from tinyformer.errors import UserError
 from tinyformer.hub import hf_config
@@ -35,6 +35,7 @@ from tinyformer.models.bert import BertConfig, BertEncoder
 from tinyformer.models.cnn import TextCNN
 from tinyformer.models.hf_bert import config_from_hf, load_hf_weights
 from tinyformer.models.outputs import AttentionPart, ModelOutput
+from tinyformer.models.rnn import IMPLS as RNN_IMPLS
 from tinyformer.models.rnn import RNNEncoder
 
 ENCODERS = ("transformer", "cnn", "rnn", "lstm", "gru")
@@ -56,8 +57,10 @@ class ClassifierConfig:
     type_vocab_size: int = 2  # transformer: rows of the segment table (only segment 0 is used)
     pooling: str = "mean"  # transformer: "mean" over real tokens or the "cls" position
     backend: str = "sdpa"  # transformer: attention backend
+    attention: str = "softmax"  # transformer: "softmax" or "linear" attention (no weights to view)
     hidden: int = 128  # rnn/lstm/gru: hidden state width (per direction)
     bidirectional: bool = False  # rnn/lstm/gru: also read the text right to left
+    rnn_impl: str = "torch"  # rnn/lstm/gru: torch's fused layer or the "scratch" loop (same weights, same names)
     kernel_sizes: list[int] = field(default_factory=lambda: [3, 4, 5])  # cnn: convolution widths
     n_filters: int = 100  # cnn: filters per width
     dropout: float = 0.1  # on embeddings, inside the encoder and on the pooled feature
@@ -70,11 +73,19 @@ class ClassifierConfig:
             "model",
             positive=("n_embd", "n_layer", "n_head", "d_ff", "block_size", "hidden", "n_filters", "layer_norm_eps"),
             fractions=("dropout",),
-            choices={"encoder": ENCODERS, "pooling": POOLINGS, "backend": BACKENDS},
+            choices={
+                "encoder": ENCODERS,
+                "pooling": POOLINGS,
+                "backend": BACKENDS,
+                "rnn_impl": RNN_IMPLS,
+                "attention": KINDS,
+            },
             divisible=("n_embd", "n_head") if self.encoder == "transformer" else None,
         )
         if not self.kernel_sizes or min(self.kernel_sizes) < 1:
             raise UserError(f"model.kernel_sizes={self.kernel_sizes} must be a non-empty list of widths >= 1")
+        if self.encoder == "transformer":
+            self.bert()  # the encoder's own checks, now rather than when the model is built
 
     def bert(self) -> BertConfig:
         """The encoder's config when `encoder` is "transformer" (also what a masked-LM run must match)."""
@@ -89,6 +100,7 @@ class ClassifierConfig:
             attn_dropout=self.dropout,
             backend=self.backend,
             positions=self.positions,
+            attention=self.attention,
             layer_norm_eps=self.layer_norm_eps,
             type_vocab_size=self.type_vocab_size,
         )
@@ -110,7 +122,7 @@ class TextClassifier(nn.Module):
             width = self.encoder.out_features
         else:
             self.encoder = RNNEncoder(
-                c.vocab_size, c.n_embd, c.hidden, c.n_layer, c.encoder, c.bidirectional, c.dropout
+                c.vocab_size, c.n_embd, c.hidden, c.n_layer, c.encoder, c.bidirectional, c.dropout, impl=c.rnn_impl
             )
             width = self.encoder.out_features
         self.drop = Dropout(c.dropout)
@@ -156,7 +168,10 @@ class TextClassifier(nn.Module):
         return (h * real).sum(1) / real.sum(1).clamp(min=1.0)  # (B, D)
 
 
-ARCHITECTURE = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "d_ff", "positions", "type_vocab_size")
+ARCHITECTURE = (
+    *("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "d_ff", "positions", "type_vocab_size"),
+    "attention",
+)
 
 
 def _check_architecture(mine: BertConfig, theirs: BertConfig, source: str) -> None:

