@@ -282,3 +282,13 @@ def test_data_paths_are_reported_as_what_they_are(tmp_path, capsys):
         assert words in refused(capsys, "train", "gpt", "--data", path, "--out", tmp_path / "r")
         assert words in refused(capsys, "train", "classify", "--data", path, "--out", tmp_path / "r")
     assert "is a named pipe" in refused(capsys, "train", "gpt", "--config", tmp_path / "pipe")
+
+
+def test_an_existing_file_may_be_written_again(tmp_path):
+    from tinyformer.errors import UserError
+    from tinyformer.files import output_path
+
+    (tmp_path / "figures.json").write_text("{}")
+    assert output_path(tmp_path / "figures.json") == tmp_path / "figures.json"  # e.g. bench --json run twice
+    with pytest.raises(UserError, match="is a file; give a folder"):
+        output_path(tmp_path / "figures.json", folder=True)

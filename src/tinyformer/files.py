@@ -89,7 +89,8 @@ def output_path(path: str | Path, folder: bool = False) -> Path:
     found, wanted = kind(p), "folder" if folder else "file"
     if found not in (None, wanted):
         raise UserError(f"{str(p)!r} is a {found}; give a {wanted} to write")
-    parent = next((q for q in (p, *p.parents) if kind(q) is not None), Path("."))
+    where = (p, *p.parents) if folder else p.parents  # an existing file is overwritten: its folder must be writable
+    parent = next((q for q in where if kind(q) is not None), Path("."))
     if kind(parent) != "folder":
         raise UserError(f"cannot write {str(p)!r}: {str(parent)!r} is a {kind(parent)}, not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
