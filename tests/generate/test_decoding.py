@@ -1,4 +1,5 @@
-"""Greedy decoding and beam search, on rigged models whose answers are known and on a real Seq2SeqTransformer."""
+"""Greedy decoding and beam search, on rigged models whose answers are known and on a real Seq2SeqTransformer;
+cached decoding (a reordered DecoderCache in beam search) gives the very tokens uncached decoding gives."""
 
 from __future__ import annotations
 
@@ -241,3 +242,67 @@ def train_to_reverse(model: nn.Module, src: torch.Tensor, steps: int = 60) -> No
         model(src, tgt[:, :-1], tgt[:, 1:]).loss.backward()
         opt.step()
     model.eval()
+
+
+# ---- cached beam search --------------------------------------------------------------------------------------------
+def sources(n: int, seed: int) -> list[torch.Tensor]:
+    """n random sources of 1-14 digits, in three batches padded to widths 14, 16 and 20."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for width in (14, 16, 20):
+        lengths = torch.randint(1, 15, (n // 3,), generator=g)  # (n/3,)
+        src = torch.randint(3, V, (n // 3, width), generator=g)  # (n/3, width) digits
+        out.append(src.masked_fill(torch.arange(width) >= lengths[:, None], PAD))
+    return out
+
+
+CACHE_MODELS = {  # name -> (config changes, logit biases, trained a few steps)
+    "pre-norm": ({}, {EOS: 0.5, PAD: 0.5}, False),  # PAD raised too: beams carry padding, tgt_valid must move
+    "post-norm": ({"norm_first": False}, {EOS: 0.5}, False),
+    "relu-unscaled": ({"ffn": "relu", "scale_embeddings": False}, {EOS: 0.5}, False),
+    "trained-ish": ({}, {}, True),
+}
+
+
+def cache_model(name: str) -> nn.Module:
+    """A random model whose outputs vary by row and (EOS logit raised) end at varied steps, or a trained-ish one."""
+    kw, biases, trained = CACHE_MODELS[name]
+    torch.manual_seed(1)
+    model = build_seq2seq(Seq2SeqConfig(n_embd=32, n_head=4, d_ff=64, dropout=0.0, block_size=24, **kw))
+    with torch.no_grad():
+        model.head.bias[BOS] = -10.0  # never BOS again, as in a trained model
+        for token, bias in biases.items():
+            model.head.bias[token] += bias
+    if trained:
+        train_to_reverse(model, sources(60, seed=99)[0])  # 20 sources of 1-14 digits
+    return model.eval()
+
+
+def ends(out: torch.Tensor) -> list[int | None]:
+    """Per row, how many tokens up to and including its EOS (None: cut at max_new)."""
+    return [row.index(EOS) + 1 if EOS in row else None for row in out.tolist()]
+
+
+@pytest.mark.parametrize("name", list(CACHE_MODELS))
+def test_cached_greedy_and_beam_search_give_the_very_tokens_of_uncached_decoding(name):
+    """60 sources (3 paddings) x greedy and beam 1-4 at alpha 0 and 0.6: cache=True == cache=False, token for token."""
+    model, greedy_ends, beam_ends, changed, padded = cache_model(name), [], [], 0, 0
+    for src in sources(60, seed=len(name)):
+        greedy = greedy_decode(model, src, **IDS, max_new=16)
+        assert torch.equal(greedy, greedy_decode(model, src, **IDS, max_new=16, cache=False))
+        assert torch.equal(greedy, greedy_decode(Uncached(model), src, **IDS, max_new=16))  # no new_cache at all
+        greedy_ends += ends(greedy)
+        for beam in (1, 2, 3, 4):
+            for alpha in (0.0, 0.6):
+                kw = dict(beam=beam, alpha=alpha, max_new=16, **IDS)
+                cached = beam_search(model, src, **kw)
+                assert torch.equal(cached, beam_search(model, src, **kw, cache=False)), (name, beam, alpha)
+                beam_ends += ends(cached)
+                padded += sum(PAD in row[: (end or 16) - 1] for row, end in zip(cached.tolist(), ends(cached)))
+                changed += cached.shape != greedy.shape or bool((cached != greedy).any())
+    assert len(set(greedy_ends)) >= 5 and len(set(beam_ends)) >= 5  # EOS at varied steps: the check has teeth
+    assert changed > 12  # wider beams find other outputs than greedy: their cache rows really moved
+    if name == "pre-norm":
+        assert padded > 20  # hypotheses with PAD inside them: the cache's tgt_valid rows must move with the beams
+    if name == "trained-ish":
+        assert greedy_ends.count(None) < len(greedy_ends) / 4  # the trained-ish model mostly ends with EOS

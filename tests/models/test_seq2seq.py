@@ -1,11 +1,15 @@
-"""Seq2SeqTransformer: causality, padding invariance, encode-once, cross-attention weights, init, loss, overfitting."""
+"""Seq2SeqTransformer: causality, padding invariance, encode-once, cross-attention weights, init, loss, overfitting,
+the chapter's switches (embedding scale, Linear init, ReLU feed-forward), cached decoding and cache reordering."""
 
 import math
 
 import pytest
 import torch
+from torch import nn
 
+from tinyformer.config import build
 from tinyformer.errors import UserError
+from tinyformer.layers.feedforward import make_feedforward
 from tinyformer.models.seq2seq import Seq2SeqConfig, build_seq2seq, seq2seq_loss
 
 PAD, BOS, EOS = 0, 1, 2
@@ -181,8 +185,72 @@ def test_errors_name_the_bad_value():
         Seq2SeqConfig(n_embd=30)
     with pytest.raises(UserError, match="model.pad_id=13"):
         Seq2SeqConfig(pad_id=13)
-    with pytest.raises(UserError, match="model.ffn='relu' is not one of gelu, gelu_tanh, swiglu"):
-        Seq2SeqConfig(ffn="relu")
+    with pytest.raises(UserError, match="model.ffn='sigmoid' is not one of gelu, gelu_tanh, relu, swiglu"):
+        Seq2SeqConfig(ffn="sigmoid")
+
+
+# ---- the chapter's switches ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("positions", ["sinusoidal", "none"])
+def test_scale_embeddings_false_drops_exactly_the_sqrt_d_factor(positions):
+    on, off = (tiny(seed=3, positions=positions, scale_embeddings=s) for s in (True, False))
+    assert torch.equal(on.embed.tok.weight, off.embed.tok.weight)  # same draws: only the factor differs
+    ids = torch.tensor([[1, 5, 7, 0, 12, 3]])
+    tok = on.embed.tok.weight[ids]  # (1, 6, D)
+    pe = on.embed(ids) - tok * math.sqrt(32)  # the positions (zero without them)
+    torch.testing.assert_close(off.embed(ids), tok + pe, atol=1e-6, rtol=0)  # the token part / sqrt(D), PE unchanged
+    assert on.embed.scale == math.sqrt(32) and off.embed.scale == 1.0
+    assert not torch.allclose(on(*batch()).logits, off(*batch()).logits, atol=1e-3)  # and the model sees it
+
+
+def linears(model: nn.Module) -> list[nn.Linear]:
+    return [m for m in model.modules() if isinstance(m, nn.Linear)]
+
+
+def test_default_init_keeps_pytorchs_kaiming_uniform_for_every_linear():
+    model = build_seq2seq(Seq2SeqConfig(init="default"))  # the seed sizes: D = 128, d_ff = 512
+    assert len(linears(model)) == 2 * 4 + 2 * 7 + 1  # encoder blocks: 4 Linears, decoder blocks: 7, the head
+    for m in linears(model):
+        bound = 1 / math.sqrt(m.in_features)  # kaiming_uniform_(a=sqrt(5)) and the bias: U(-1/sqrt(fan_in), ...)
+        assert 0.95 * bound < m.weight.abs().max().item() <= bound
+        assert 0.9 * bound < m.bias.abs().max().item() <= bound  # not zeroed
+    qkv = build_seq2seq(Seq2SeqConfig()).encoder.blocks[0].attn.qkv.weight  # Xavier per projection: sqrt(3 / D)
+    assert qkv.abs().max().item() > 1.6 / math.sqrt(128)
+    assert abs(model.embed.tok.weight.std().item() - 128**-0.5) < 0.05 * 128**-0.5  # embeddings: their own switch
+    both = build_seq2seq(Seq2SeqConfig(init="default", embedding_init="default")).embed.tok.weight
+    assert abs(both.std().item() - 1) < 0.05
+
+
+def test_relu_feed_forward_is_the_papers_max_zero_mlp():
+    torch.manual_seed(0)
+    ffn = make_feedforward("relu", 8, 16)
+    x = torch.randn(2, 5, 8)
+    hidden = (x @ ffn.fc.weight.T + ffn.fc.bias).clamp(min=0)  # (2, 5, 16): max(0, x W1 + b1)
+    torch.testing.assert_close(ffn(x), hidden @ ffn.proj.weight.T + ffn.proj.bias)
+    assert (hidden == 0).float().mean() > 0.2  # the clamp did something
+    relu, gelu = tiny(ffn="relu"), tiny(ffn="gelu")
+    assert isinstance(relu.decoder.blocks[0].mlp.act, nn.ReLU)
+    assert sum(p.numel() for p in relu.parameters()) == sum(p.numel() for p in gelu.parameters())
+    relu.load_state_dict(gelu.state_dict())  # the same weights, another activation: other logits
+    assert not torch.allclose(relu(*batch()).logits, gelu(*batch()).logits, atol=1e-3)
+
+
+def test_torch_baseline_takes_relu_and_refuses_feed_forwards_it_lacks():
+    import torch.nn.functional as F
+
+    from tinyformer.models.torch_seq2seq import TorchSeq2Seq
+
+    assert TorchSeq2Seq(Seq2SeqConfig(impl="torch", ffn="relu")).core.encoder.layers[0].activation is F.relu
+    with pytest.raises(UserError, match="model.ffn='swiglu' is not available with model.impl=torch: gelu, relu"):
+        Seq2SeqConfig(impl="torch", ffn="swiglu")
+
+
+def test_switch_values_are_checked_in_one_line_naming_the_field():
+    with pytest.raises(UserError, match="^model.init='kaiming' is not one of xavier, default$"):
+        Seq2SeqConfig(init="kaiming")
+    with pytest.raises(UserError, match="^model.scale_embeddings expects bool, got 'no'$"):
+        build(Seq2SeqConfig, {"scale_embeddings": "no"}, "model.")
+    c = build(Seq2SeqConfig, {"scale_embeddings": False, "init": "default", "ffn": "relu"}, "model.")
+    assert (c.scale_embeddings, c.init, c.ffn) == (False, "default", "relu")
 
 
 # ---- cached decoding -----------------------------------------------------------------------------------------------
@@ -224,3 +292,22 @@ def test_cached_decode_refuses_positions_past_the_block_or_without_a_cache():
         model.decode(tgt, enc.memory, enc.src_valid, cache=model.new_cache(enc), start=9)
     with pytest.raises(ValueError, match="start=3 without a cache"):
         model.decode(tgt, enc.memory, enc.src_valid, start=3)
+
+
+def test_a_reordered_cache_continues_each_row_from_its_new_parent():
+    """Rows moved by `reorder` decode on as if the moved prefixes (and sources, with cross=True) had been run."""
+    model = tiny()
+    src, tgt = batch(lengths=(9, 4, 6), T=6)
+    tgt[2, 3:] = PAD  # a padded row: its tgt_valid must move with it
+    enc = model.encode(src)
+    cache = model.new_cache(enc, capacity=6)
+    model.decode(tgt[:, :4], enc.memory, enc.src_valid, cache=cache, start=0)  # positions 0-3 cached
+    index = torch.tensor([2, 0, 2])  # row 0 <- old row 2, row 1 <- old row 0, row 2 stays
+    cache.reorder(index)
+    moved = model.encode(src[index])
+    step = model.decode(tgt[index, 4:], moved.memory, moved.src_valid, cache=cache, start=4).logits
+    full = model.decode(tgt[index], moved.memory, moved.src_valid).logits[:, 4:]
+    torch.testing.assert_close(step, full, atol=1e-5, rtol=0)
+    assert not torch.allclose(step, model.decode(tgt, enc.memory, enc.src_valid).logits[:, 4:], atol=1e-4)
+    with pytest.raises(ValueError, match=r"index \(2,\) must have one entry per cache row, \(3,\)"):
+        cache.reorder(torch.tensor([0, 1]))

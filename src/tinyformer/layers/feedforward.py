@@ -1,12 +1,13 @@
-"""Position-wise feed-forward networks: the original GELU MLP and the gated SwiGLU variant.
+"""Position-wise feed-forward networks: the two-layer MLP (ReLU or GELU) and the gated SwiGLU variant.
 
-- `FeedForward`: Linear -> GELU -> Linear -> Dropout (Vaswani et al., 2017; GELU from Hendrycks & Gimpel, 2016).
-  "gelu" is the exact GELU, x·Φ(x); "gelu_tanh" is the tanh approximation that GPT-2 was trained with
-  (`gelu_new` in Hugging Face configs). They differ by up to ~1e-3: a checkpoint needs the one it learned.
+- `FeedForward`: Linear -> activation -> Linear -> Dropout (Vaswani et al., 2017). "relu" is the paper's
+  max(0, x); "gelu" is the exact GELU, x·Φ(x) (Hendrycks & Gimpel, 2016), as in BERT; "gelu_tanh" is the
+  tanh approximation that GPT-2 was trained with (`gelu_new` in Hugging Face configs). The two GELUs differ
+  by up to ~1e-3: a checkpoint needs the one it learned. All three have the same parameters.
 - `SwiGLU`: W2(SiLU(W1 x) * W3 x) -> Dropout (Shazeer, 2020, "GLU Variants Improve Transformer"), without
   biases as in the paper. It has three weight matrices, so at equal `d_ff` it holds 1.5x the parameters.
 
-`make_feedforward(kind, ...)` picks one by its config name ("gelu" | "gelu_tanh" | "swiglu").
+`make_feedforward(kind, ...)` picks one by its config name ("gelu" | "gelu_tanh" | "relu" | "swiglu").
 """
 
 from __future__ import annotations
@@ -17,14 +18,21 @@ from torch import nn
 
 from tinyformer.layers.dropout import Dropout
 
-FFN_KINDS = ("gelu", "gelu_tanh", "swiglu")
+FFN_KINDS = ("gelu", "gelu_tanh", "relu", "swiglu")
+ACTIVATIONS = {  # FeedForward's `act`: a name -> its module
+    "gelu": nn.GELU,
+    "gelu_tanh": lambda: nn.GELU(approximate="tanh"),
+    "relu": nn.ReLU,
+}
 
 
 class FeedForward(nn.Module):
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, approximate: str = "none") -> None:
+    """Dropout(proj(act(fc(x)))), `act` one of ACTIVATIONS: "gelu" (exact), "gelu_tanh" or "relu"."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, act: str = "gelu") -> None:
         super().__init__()
         self.fc = nn.Linear(d_model, d_ff)
-        self.act = nn.GELU(approximate=approximate)  # "none" (exact) or "tanh"
+        self.act = ACTIVATIONS[act]()
         self.proj = nn.Linear(d_ff, d_model)
         self.drop = Dropout(dropout)
 
@@ -48,9 +56,10 @@ class SwiGLU(nn.Module):
 
 
 def make_feedforward(kind: str, d_model: int, d_ff: int, dropout: float = 0.0) -> nn.Module:
-    """The feed-forward named `kind` ("gelu" -> FeedForward, "swiglu" -> SwiGLU); ValueError naming it otherwise."""
-    if kind in ("gelu", "gelu_tanh"):
-        return FeedForward(d_model, d_ff, dropout, approximate="tanh" if kind == "gelu_tanh" else "none")
+    """The feed-forward named `kind` ("gelu" / "gelu_tanh" / "relu" -> FeedForward, "swiglu" -> SwiGLU);
+    ValueError naming it otherwise."""
+    if kind in ACTIVATIONS:
+        return FeedForward(d_model, d_ff, dropout, act=kind)
     if kind == "swiglu":
         return SwiGLU(d_model, d_ff, dropout)
     raise ValueError(f"feed-forward kind {kind!r} is not one of {FFN_KINDS}")

@@ -55,7 +55,7 @@ class GPTConfig:
     rope_base: float = 10000.0  # RoPE: angle of pair i is position * rope_base^(-2i/Dh)
     causal: bool = True  # False removes the causal mask: an ablation that lets training peek at the answer
     grad_checkpoint: bool = False  # recompute each block's activations in backward: less memory, ~1/3 more compute
-    ffn: str = "gelu"  # feed-forward: "gelu" (exact), "gelu_tanh" (GPT-2's approximation) or "swiglu"
+    ffn: str = "gelu"  # feed-forward: "gelu" (exact), "gelu_tanh" (GPT-2's), "relu" (Vaswani's) or "swiglu"
     tie_weights: bool = False  # the head reuses the token embedding matrix (GPT-2 does; saves V·D parameters)
     init_from: str = ""  # start from GPT-2 (hub id or folder) or a gpt run folder; its architecture and tokenizer
 

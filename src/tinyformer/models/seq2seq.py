@@ -18,8 +18,10 @@ masks, all built with `tinyformer.attention.masks` (True = may attend):
 - decoder self-attention: causal AND target padding             (B, 1, T, T)
 - cross-attention:        source padding                        (B, 1, 1, S)
 
-`build_seq2seq(config)` assembles the model from its parts and initialises it:
-Xavier-uniform Linears with zero biases, token embedding N(0, D^-1/2).
+`build_seq2seq(config)` assembles the model from its parts and initialises it
+(`seq2seq_parts.init_weights`): Xavier-uniform Linears with zero biases, token embedding N(0, D^-1/2).
+The chapter's switches each change one of these choices: `scale_embeddings`, `positions`, `norm_first`,
+`ffn` (`"relu"` is the paper's), `init` (Xavier or PyTorch's default Linears), `embedding_init`.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from torch import nn
 
 from tinyformer.attention import masks
 from tinyformer.attention.kv_cache import KVCache
-from tinyformer.attention.multihead import BACKENDS, MultiHeadAttention
+from tinyformer.attention.multihead import BACKENDS
 from tinyformer.attention.positions import sinusoidal_table
 from tinyformer.config import check_fields
 from tinyformer.errors import UserError
@@ -41,10 +43,11 @@ from tinyformer.layers.blocks import DecoderBlock, TransformerBlock
 from tinyformer.layers.dropout import Dropout
 from tinyformer.layers.feedforward import FFN_KINDS
 from tinyformer.models.outputs import AttentionPart, EncodedSource, Seq2SeqOutput
+from tinyformer.models.seq2seq_parts import EMBEDDING_INITS, INITS, DecoderCache, init_weights
 
 POSITIONS = ("sinusoidal", "none")
-EMBEDDING_INITS = ("normal", "default")
 IMPLS = ("tinyformer", "torch")
+TORCH_FFNS = ("gelu", "relu")  # the activations nn.Transformer's feed-forward takes by name
 
 
 @dataclass
@@ -60,9 +63,11 @@ class Seq2SeqConfig:
     dropout: float = 0.1  # on the embeddings and on each residual branch
     attn_dropout: float = 0.1  # on the attention weights, as in the Annotated Transformer and nn.Transformer
     norm_first: bool = True  # Pre-LayerNorm blocks + a final LayerNorm per stack; False = original Post-LayerNorm
-    ffn: str = "gelu"  # feed-forward: "gelu" or "swiglu"
+    ffn: str = "gelu"  # feed-forward: "gelu", "gelu_tanh", "relu" (the paper's) or "swiglu"
     positions: str = "sinusoidal"  # "sinusoidal" (fixed) or "none" (an ablation: no order information)
     embedding_init: str = "normal"  # "normal" = N(0, D^-1/2); "default" = PyTorch's N(0, 1) (an ablation)
+    scale_embeddings: bool = True  # multiply token embeddings by sqrt(D) (the paper); False = add them unscaled
+    init: str = "xavier"  # every Linear: "xavier" (uniform, zero bias) or "default" (PyTorch's kaiming-uniform)
     backend: str = "sdpa"  # attention backend: "sdpa" or "manual"
     impl: str = "tinyformer"  # "tinyformer" (this file) or "torch" (torch.nn.Transformer, a baseline)
 
@@ -76,6 +81,7 @@ class Seq2SeqConfig:
                 "ffn": FFN_KINDS,
                 "positions": POSITIONS,
                 "embedding_init": EMBEDDING_INITS,
+                "init": INITS,
                 "backend": BACKENDS,
                 "impl": IMPLS,
             },
@@ -85,16 +91,18 @@ class Seq2SeqConfig:
             raise UserError(f"model.pad_id={self.pad_id} must be in [0, model.vocab_size={self.vocab_size})")
         if self.positions == "sinusoidal" and self.n_embd % 2:
             raise UserError(f"model.n_embd={self.n_embd} must be even for sinusoidal positions")
+        if self.impl == "torch" and self.ffn not in TORCH_FFNS:
+            raise UserError(f"model.ffn={self.ffn!r} is not available with model.impl=torch: {', '.join(TORCH_FFNS)}")
 
 
 class Embedder(nn.Module):
     """ids (B, L) at positions [start, start + L) -> Dropout(Embedding(ids) * sqrt(D) + PE[start : start + L])
-    (B, L, D); one instance serves source and target."""
+    (B, L, D); one instance serves source and target. Without `scale_embeddings` the factor is 1."""
 
     def __init__(self, c: Seq2SeqConfig) -> None:
         super().__init__()
         self.tok = nn.Embedding(c.vocab_size, c.n_embd)
-        self.scale = math.sqrt(c.n_embd)
+        self.scale = math.sqrt(c.n_embd) if c.scale_embeddings else 1.0
         pe = sinusoidal_table(c.block_size, c.n_embd) if c.positions == "sinusoidal" else None
         self.register_buffer("pe", pe, persistent=False)  # fixed, rebuilt from the config: not in the state_dict
         self.drop = Dropout(c.dropout)
@@ -123,21 +131,6 @@ class Encoder(nn.Module):
             x, w = block(x, mask=mask, need_weights=need_weights)
             attentions.append(w)
         return self.norm(x), attentions
-
-
-@dataclass
-class DecoderCache:
-    """What token-by-token decoding keeps between steps (`Seq2SeqTransformer.new_cache`); C = capacity.
-
-    Per decoder layer, the self-attention's keys/values so far (`KVCache`, (B, H, C, Dh)) and the
-    cross-attention's keys/values of the encoder memory (B, H, S, Dh) each, projected once per source
-    instead of once per generated token. `tgt_valid` (B, C) marks which cached target positions are
-    real tokens, so padding fed to finished rows stays hidden as a key, as in a full decode.
-    """
-
-    self_kv: list[KVCache]
-    cross_kv: list[tuple[torch.Tensor, torch.Tensor]]
-    tgt_valid: torch.Tensor
 
 
 class Decoder(nn.Module):
@@ -286,32 +279,6 @@ class Seq2SeqTransformer(nn.Module):
         ]
 
 
-def _xavier(linear: nn.Linear, parts: int = 1) -> None:
-    """Xavier-uniform on each of `parts` equal row blocks of the weight (one per fused projection), zero bias."""
-    for w in linear.weight.chunk(parts, dim=0):  # views: (out / parts, in) each
-        nn.init.xavier_uniform_(w)
-    if linear.bias is not None:
-        nn.init.zeros_(linear.bias)
-
-
-def init_weights(model: nn.Module, embedding_init: str = "normal") -> None:
-    """Xavier-uniform Linears with zero biases; token embeddings N(0, D^-1/2) unless `embedding_init="default"`.
-
-    The fused q/k/v Linear (3D, D) (and the cross-attention's k/v, (2D, D)) gets one Xavier draw per projection,
-    as if they were separate D x D Linears; one draw over the whole (3D, D) matrix would be sqrt(2) narrower.
-    LayerNorms keep their weight 1 and bias 0.
-    """
-    for m in model.modules():
-        if isinstance(m, nn.Linear):
-            _xavier(m)
-    for m in model.modules():
-        if isinstance(m, MultiHeadAttention):
-            fused = m.kv if m.cross else m.qkv
-            _xavier(fused, parts=fused.out_features // fused.in_features)
-        if isinstance(m, nn.Embedding) and embedding_init == "normal":
-            nn.init.normal_(m.weight, std=m.embedding_dim**-0.5)
-
-
 def build_seq2seq(config: Seq2SeqConfig) -> Seq2SeqTransformer:
     """Assemble embedder, encoder, decoder and output projection from `config`, then initialise them."""
     c = config
@@ -327,5 +294,5 @@ def build_seq2seq(config: Seq2SeqConfig) -> Seq2SeqTransformer:
         final_norm(),
     )
     model = Seq2SeqTransformer(c, Embedder(c), encoder, decoder, nn.Linear(c.n_embd, c.vocab_size))
-    init_weights(model, c.embedding_init)
+    init_weights(model, c.embedding_init, c.init)
     return model

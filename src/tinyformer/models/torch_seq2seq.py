@@ -4,7 +4,10 @@ API as `Seq2SeqTransformer`, so tasks, decoding and experiments run it unchanged
 
 nn.Transformer's masks use the opposite polarity (True = "ignore"); they are
 converted here, at this boundary, from tinyformer's True = "may attend" masks.
-It returns no attention weights.
+It returns no attention weights, and has no `new_cache`: decoding re-runs the prefix every step.
+`model.ffn` picks nn.Transformer's activation ("gelu" or "relu"); `model.init="default"` keeps
+nn.Transformer's own initialisation (it draws Xavier-uniform for every weight matrix itself, fused
+in-projections whole) and the head's PyTorch default.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from torch import nn
 
 from tinyformer.attention import masks
 from tinyformer.models.outputs import EncodedSource, Seq2SeqOutput
-from tinyformer.models.seq2seq import Embedder, Seq2SeqConfig, _check_ids, init_weights, seq2seq_loss
+from tinyformer.models.seq2seq import Embedder, Seq2SeqConfig, _check_ids, seq2seq_loss
+from tinyformer.models.seq2seq_parts import init_weights
 
 
 class TorchSeq2Seq(nn.Module):
@@ -29,12 +33,12 @@ class TorchSeq2Seq(nn.Module):
             c.n_decoder_layers,
             c.d_ff,
             c.dropout,
-            activation="gelu",
+            activation=c.ffn,  # "gelu" or "relu" (Seq2SeqConfig allows no other with impl=torch)
             batch_first=True,
             norm_first=c.norm_first,
         )
         self.head = nn.Linear(c.n_embd, c.vocab_size)
-        init_weights(self, c.embedding_init)
+        init_weights(self, c.embedding_init, c.init)
 
     def encode(self, src: torch.Tensor, *, need_weights: bool = False) -> EncodedSource:
         _check_ids("source", src, self.config.block_size)
