@@ -1,8 +1,12 @@
 """The experiment runner end to end on the --quick reversal ablation: every cell trained,
-the report written from the runs, and finished cells reused on a second call."""
+the report written from the runs, and finished cells reused on a second call (but never a folder
+that holds some other run)."""
+
+import json
 
 import pytest
 
+from tinyformer.errors import UserError
 from tinyformer.experiments import reverse_ablation, runner
 
 
@@ -19,9 +23,14 @@ def test_quick_ablation_writes_a_report_from_its_runs_and_reuses_them(tmp_path, 
         img = matplotlib.image.imread(tmp_path / png)
         assert img.shape[0] > 200 and float(img[..., :3].std()) > 0.05
     assert "| 20 |" in text and "| no |" in text  # extrapolation table reaches unseen lengths
-    swiglu = [line for line in text.splitlines() if line.startswith("| swiglu |")][0]
-    baseline = [line for line in text.splitlines() if line.startswith("| baseline |")][0]
-    assert abs(int(swiglu.split("|")[3]) - int(baseline.split("|")[3])) < 0.01 * int(baseline.split("|")[3])
+    row = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
+    swiglu, baseline, relu = (int(row[n].split("|")[3]) for n in ("swiglu", "baseline", "relu-ffn"))
+    assert abs(swiglu - baseline) < 0.01 * baseline and relu == baseline  # parameters: matched, and the same
+    assert "| epoch | baseline | default-embedding-init | no-embedding-scale | default-init |" in text
+    saved = {n: json.loads((tmp_path / n / "config.json").read_text())["model"] for n in names}
+    assert saved["no-embedding-scale"]["scale_embeddings"] is False and saved["baseline"]["scale_embeddings"]
+    assert saved["default-init"]["init"] == "default" and saved["default-init"]["embedding_init"] == "normal"
+    assert saved["default-embedding-init"]["embedding_init"] == "default" and saved["relu-ffn"]["ffn"] == "relu"
 
     def no_training(*args, **kwargs):
         raise AssertionError("a finished cell was trained again")
@@ -29,3 +38,12 @@ def test_quick_ablation_writes_a_report_from_its_runs_and_reuses_them(tmp_path, 
     monkeypatch.setattr(runner, "train_run", no_training)
     again = reverse_ablation.run(tmp_path, quick=True)
     assert again.read_text().splitlines()[:8] == text.splitlines()[:8]
+
+
+def test_a_cell_folder_holding_another_run_is_refused_not_reused(tmp_path):
+    """The old "default-init" cell (embedding_init=default) must not pass for the new one (init=default)."""
+    old = tmp_path / "default-init"
+    old.mkdir()
+    (old / "config.json").write_text(json.dumps({"model": {"embedding_init": "default", "init": "xavier"}}))
+    with pytest.raises(UserError, match="default-init holds a run with model.init='xavier', not the cell's 'default'"):
+        reverse_ablation.run(tmp_path, quick=True)

@@ -2,9 +2,11 @@
 Transformer contributes to learning digit reversal.
 
 Cells (each a run of the seed recipe, `configs/reverse.toml`, with one change):
-embedding init, positions, heads, Post- vs Pre-Norm at 6+6 layers with warmup
-1,000 and 1, the sort task, SwiGLU at matched size, torch.nn.Transformer, and
-length extrapolation (train on <= 12 digits, test on up to 20).
+embedding init, the sqrt(d) embedding scale, PyTorch's default Linear init,
+positions, heads, Post- vs Pre-Norm at 6+6 layers with warmup 1,000 and 1, the
+sort task, the paper's ReLU feed-forward, SwiGLU at matched size,
+torch.nn.Transformer, and length extrapolation (train on <= 12 digits, test on
+up to 20).
 
     tinyformer experiment reverse-ablation [--quick] [--out DIR]
 """
@@ -16,11 +18,13 @@ from pathlib import Path
 
 import torch
 
+from tinyformer.config import parse_override
 from tinyformer.errors import UserError
 from tinyformer.experiments.runner import Cell, CellResult, markdown_table, run_grid
 from tinyformer.files import write_text
 from tinyformer.plots import plot_series
 from tinyformer.tasks.reverse import cross_alignment
+from tinyformer.train import checkpoint as ckpt
 
 PROBE = "7 3 0 9 5 1 8"
 WARMUP1_LR = f"train.lr={128**-0.5:.6f}"  # Noam with warmup 1 peaks at d^-1/2 (our lr is the peak)
@@ -32,7 +36,9 @@ def cells(d_ff: int = 512) -> list[Cell]:
     swiglu = round(2 * d_ff / 3)
     return [
         Cell("baseline", [], "seed recipe: N(0, d^-1/2) embeddings x sqrt(d), sinusoidal positions, 4 heads, Pre-Norm"),
-        Cell("default-init", ["model.embedding_init=default"], "PyTorch's default N(0, 1) embedding init"),
+        Cell("default-embedding-init", ["model.embedding_init=default"], "PyTorch's default N(0, 1) embedding init"),
+        Cell("no-embedding-scale", ["model.scale_embeddings=false"], "token embeddings not multiplied by sqrt(d)"),
+        Cell("default-init", ["model.init=default"], "PyTorch's default (kaiming-uniform) init for every Linear"),
         Cell("no-positions", ["model.positions=none"], "no positional encoding"),
         Cell("one-head", ["model.n_head=1"], "one attention head (width unchanged)"),
         Cell("pre6-warmup1000", DEEP, "Pre-Norm, 6+6 layers, warmup 1,000"),
@@ -44,6 +50,7 @@ def cells(d_ff: int = 512) -> list[Cell]:
             "Post-Norm, 6+6 layers, warmup 1",
         ),
         Cell("sort", ["data.variant=sort"], "the sort task instead of reversal"),
+        Cell("relu-ffn", ["model.ffn=relu"], "the paper's ReLU feed-forward instead of GELU (same parameters)"),
         Cell(
             "swiglu",
             ["model.ffn=swiglu", f"model.d_ff={swiglu}"],
@@ -156,9 +163,13 @@ def write_report(results: list[CellResult], folder: Path, quick: bool) -> Path:
         "",
         "![val loss](val_loss.png)",
         "",
-        "## 1. Embedding initialisation",
+        "## 1. Embedding initialisation and scale, Linear initialisation",
         "",
-        per_epoch_table(results, ("baseline", "default-init")),
+        per_epoch_table(results, ("baseline", "default-embedding-init", "no-embedding-scale", "default-init")),
+        "",
+        "## 2. Feed-forward: GELU (baseline), the paper's ReLU, SwiGLU at matched size",
+        "",
+        per_epoch_table(results, ("baseline", "relu-ffn", "swiglu")),
         "",
         "## 4. Post-Norm vs Pre-Norm at 6+6 layers",
         "",
@@ -194,12 +205,28 @@ def _divergence(by: dict[str, CellResult]) -> str:
     return "\n".join(lines)
 
 
+def check_saved_cells(grid: list[Cell], folder: Path) -> None:
+    """A cell folder whose saved config lacks the cell's own overrides holds some other run (e.g. "default-init"
+    once meant `embedding_init=default`): it would be reused as it is, so stop, in one line, instead."""
+    for cell in grid:
+        path = folder / cell.name / ckpt.CONFIG
+        saved = ckpt.load_json(path) if path.is_file() else None
+        for text in cell.overrides if saved else []:
+            (section, key), value = parse_override(text)
+            if saved[section].get(key) != value:
+                raise UserError(
+                    f"{folder / cell.name} holds a run with {section}.{key}={saved[section].get(key)!r}, "
+                    f"not the cell's {value!r} (a cell renamed since?): move it away, or pass another --out"
+                )
+
+
 def run(out: Path | None = None, quick: bool = False, data: str | None = None) -> Path:
     if data:
         raise UserError("reverse-ablation generates its digit sequences; it takes no --data")
     folder = Path(out or f"runs/experiments/reverse-ablation{'-quick' if quick else ''}")
     torch.manual_seed(0)
     grid = cells(d_ff=64) if quick else cells()
+    check_saved_cells(grid, folder)
     results = run_grid("reverse", [], QUICK if quick else [], grid, folder)
     path = write_report(results, folder, quick)
     print(f"report: {path}")
