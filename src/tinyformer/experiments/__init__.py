@@ -8,11 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tinyformer.experiments import (
+    attention_variants,
     classifiers,
     classifiers_minilm,
     gpt_studies,
     kv_cache,
     reverse_ablation,
+    seq2seq_decoding,
     token_heads,
     tokenizers,
 )
@@ -24,8 +26,10 @@ EXPERIMENTS: dict[str, Callable[..., Path]] = {
     "tokenizers": tokenizers.run,  # characters vs byte-level BPE at the same parameters and wall time
     "kv-cache": kv_cache.run,  # per-token generation cost with and without the cache
     "reverse-ablation": reverse_ablation.run,  # the encoder-decoder chapter's exercises
+    "seq2seq-decoding": seq2seq_decoding.run,  # encoder or decoder: where inference time goes, cache or not
     "classifiers": classifiers.run,  # Transformer vs TextCNN vs RNN family; what pretraining buys
     "classifiers-minilm": classifiers_minilm.run,  # pretrained MiniLM vs its architecture from scratch
     "tagging": token_heads.tagging,  # names in speeches, unseen names: scratch vs masked-LM vs MiniLM init
     "qa": token_heads.qa,  # "Who says ...?" extractive QA: scratch vs masked-LM vs MiniLM init
+    "attention-variants": attention_variants.run,  # softmax vs linear vs GQA vs MQA: quality, speed vs length
 }
