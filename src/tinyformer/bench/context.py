@@ -1,8 +1,9 @@
 """Cost of attention against context length L: one training step and one generated token, with peak memory.
 
 Each case (attention kind, L, what) runs in a fresh Python process (`python -m tinyformer.bench.context`), so
-its peak memory is its own: on a CPU the process's peak resident set size (`ru_maxrss`) minus what it held
-once the model was built; on CUDA `max_memory_allocated` after a reset.
+its peak memory is its own: on a CPU the process's peak resident set size, reset once the model is built
+(Linux `/proc/self/clear_refs`; `ru_maxrss` would carry the parent's peak across exec), minus what it held
+then; on CUDA `max_memory_allocated` after a reset.
 
 - "train": forward + backward of MiniGPT on one sequence of L tokens (no optimizer step), median of repeats.
 - "generate": the prompt of L tokens is prefilled into the cache (softmax: a `KVCache` of L positions;
@@ -15,7 +16,7 @@ The model is MiniGPT at the seed width (D = 128, 4 heads) with 2 layers and no p
 from __future__ import annotations
 
 import json
-import resource
+import re
 import statistics
 import subprocess
 import sys
@@ -48,10 +49,26 @@ def predicted_gib(kind: str, L: int, what: str, c: GPTConfig) -> float:
     return per * (3 * c.n_layer if what == "train" else 2)
 
 
+def _status_kib(field: str) -> int:
+    """A memory line of /proc/self/status (VmRSS: resident now, VmHWM: its peak), in KiB."""
+    with open("/proc/self/status") as f:
+        return int(re.search(rf"^{field}:\s+(\d+) kB", f.read(), re.M).group(1))
+
+
+def _reset_peak(device: torch.device) -> int:
+    """Start a new peak here -> the bytes held now (the baseline the case's peak is measured above)."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return torch.cuda.memory_allocated(device)
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets VmHWM to the current VmRSS (Linux >= 4.0)
+    return _status_kib("VmRSS") * 1024
+
+
 def _peak_bytes(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device)
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    return _status_kib("VmHWM") * 1024
 
 
 def _timed(fn, device: torch.device) -> float:
@@ -70,9 +87,7 @@ def measure_case(kind: str, L: int, what: str, repeats: int, quick: bool = False
     torch.manual_seed(0)
     model = MiniGPT(case_config(kind, L, quick)).to(dev)
     idx = torch.randint(0, 65, (1, L + GEN_TOKENS), device=dev)
-    if dev.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(dev)
-    base = _peak_bytes(dev)
+    base = _reset_peak(dev)
     if what == "train":
         model.train()
 
