@@ -57,7 +57,11 @@ def quality(out: Path | None, quick: bool, data: str | None) -> tuple[list[CellR
     samples = "\n\n".join(f"**{r.cell.name}**\n\n```\n{sample_text(r, 200)}\n```" for r in results)
     curves = {r.cell.name: r.series("val", "loss") for r in results}
     plot_series(curves, folder_of(results) / "val_loss.png", "step", "val loss", "Attention variants: val loss")
-    return results, f"{table}\n\n![val loss](val_loss.png)\n\n### A sample from each (seeded)\n\n{samples}"
+    note = (
+        "One seed each: differences of about 0.01 are within what another seed moves. `train s` is the wall "
+        "time of each run, trained one after another on a shared machine: section 2 measures speed side by side."
+    )
+    return results, f"{table}\n\n{note}\n\n![val loss](val_loss.png)\n\n### A sample from each (seeded)\n\n{samples}"
 
 
 def speed(lengths: tuple[int, ...], quick: bool, device: str) -> dict[str, dict[str, list]]:
