@@ -7,10 +7,11 @@ attention is causal and its recurrent (generation) form equals its parallel (tra
 import pytest
 import torch
 
+from tests.generate.test_sampling import trace  # the very steps `generate` takes, with or without the cache
 from tinyformer.attention.kv_cache import KVCache
 from tinyformer.attention.linear import LinearState
 from tinyformer.errors import UserError
-from tinyformer.generate.sampling import _cached_steps, _naive_steps, generate, next_token
+from tinyformer.generate.sampling import generate
 from tinyformer.models.bert import BertConfig, BertEncoder
 from tinyformer.models.gpt import GPTConfig, MiniGPT, param_count
 
@@ -74,18 +75,6 @@ def test_n_kv_head_must_divide_n_head():
 
 
 # ---- linear attention -------------------------------------------------------------------------------------
-def trace(model, prompt, n, use_cache, temperature, seed=0):
-    """(tokens, per-step logits) through the very steps `generate` takes, with or without the cache/state."""
-    step = _cached_steps(model, prompt, 32) if use_cache else _naive_steps(model, 32)
-    g = torch.Generator().manual_seed(seed)
-    idx, logits = prompt, []
-    with torch.no_grad():
-        for _ in range(n):
-            logits.append(step(idx))
-            idx = torch.cat([idx, next_token(logits[-1], temperature, top_k=10, generator=g)], 1)
-    return idx, torch.stack(logits)
-
-
 @pytest.mark.parametrize("positions", ["learned", "sinusoidal", "none"])
 def test_linear_attention_is_causal(positions):
     model = gpt(attention="linear", positions=positions)
