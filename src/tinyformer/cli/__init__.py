@@ -15,7 +15,7 @@ import argparse
 import os
 import sys
 
-from tinyformer.cli import bench, chat, experiment, export, infer, train, viz
+from tinyformer.cli import bench, chat, experiment, export, infer, lab, train, viz
 from tinyformer.errors import UserError
 from tinyformer.files import reason
 
@@ -32,6 +32,7 @@ def commands() -> dict:
         "export": (export.add_export, export.cmd_export, "write a MiniGPT run as a Hugging Face GPT-2 folder"),
         "experiment": (experiment.add_experiment, experiment.cmd_experiment, "train a grid of runs, write a report"),
         "bench": (bench.add_bench, bench.cmd_bench, "measure speed and memory"),
+        "lab": (lab.add_lab, None, "build the lab guide (docs/lab) from the runs' reports"),
     }
 
 

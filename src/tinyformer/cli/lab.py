@@ -1,0 +1,48 @@
+"""`tinyformer lab`: build the lab guide (docs/lab) from the runs' reports, or show what a source states."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+TEMPLATES = Path("docs/lab/templates")
+QUICK_RUNS = Path("runs/lab-quick")
+
+
+def add_lab(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    b = sub.add_parser("build", help="fill docs/lab/{en,zh} from docs/lab/templates and the runs' reports")
+    b.add_argument("--train", action="store_true", help="first run every source not measured yet (hours on a CPU)")
+    b.add_argument(
+        "--quick", action="store_true", help=f"CI size: run every source tiny under {QUICK_RUNS}, require every value"
+    )
+    b.add_argument("--runs", help=f"the runs root (default: runs, or {QUICK_RUNS} with --quick)")
+    b.add_argument("--out", help=f"where pages go (default: docs/lab, or {QUICK_RUNS}/docs with --quick)")
+    b.set_defaults(handler=cmd_build)
+    f = sub.add_parser("facts", help="print every fact a source folder states (the keys templates use)")
+    f.add_argument("source", help="e.g. experiments/ablation or lab/gpt")
+    f.add_argument("--runs", default="runs", help="the runs root (default: runs)")
+    f.set_defaults(handler=cmd_facts)
+
+
+def cmd_build(a: argparse.Namespace) -> int:
+    from tinyformer.lab.build import build
+
+    runs = Path(a.runs or (QUICK_RUNS if a.quick else "runs"))
+    out = Path(a.out or (QUICK_RUNS / "docs" if a.quick else "docs/lab"))
+    build(TEMPLATES, out, runs, quick=a.quick, train=a.train)
+    return 0
+
+
+def cmd_facts(a: argparse.Namespace) -> int:
+    from tinyformer.errors import UserError
+    from tinyformer.lab.sources import SOURCES, facts
+
+    if a.source not in SOURCES:
+        raise UserError(f"unknown source {a.source!r}; known: {', '.join(SOURCES)}")
+    folder = Path(a.runs) / a.source
+    if not folder.is_dir():
+        raise UserError(f"{folder} does not exist yet; `tinyformer lab build --train` makes it")
+    for key, value in facts(folder).items():
+        print(f"{key} = {value}")
+    return 0

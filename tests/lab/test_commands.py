@@ -1,0 +1,72 @@
+"""Every `tinyformer ...` command the README and the lab guide print parses with the CLI's own parser.
+
+Nothing runs: each line is handed to `build_parser().parse_args`, which exits with code 2 on an unknown
+command, flag or choice. `[--quick]` (the docs' mark for an optional flag) is parsed with the flag in.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from tinyformer.cli import build_parser
+from tinyformer.lab.build import command_line
+from tinyformer.lab.sources import SOURCES
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+INLINE = re.compile(r"`(tinyformer [^`]+)`")
+
+
+def commands(path: Path) -> list[str]:
+    """`tinyformer ...` lines of code fences, and inline code spans that start with `tinyformer `."""
+    found, fenced = [], False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced:
+            if line.lstrip().startswith("tinyformer "):
+                found.append(line.strip())
+        else:
+            found += INLINE.findall(line)
+    return found
+
+
+def argv(line: str) -> list[str]:
+    line = re.sub(r"\[(--?[\w-]+(?: [^\]]+)?)\]", r"\1", line)  # "[--quick]" -> "--quick"
+    return shlex.split(line, comments=True)[1:]
+
+
+CASES = [(f"{p.relative_to(ROOT)}: {c}", c) for p in DOCS for c in commands(p)]
+
+
+def test_the_docs_print_commands():
+    """An extractor that finds nothing would pass every case below: the README alone shows dozens."""
+    from_readme = [c for c in CASES if c[0].startswith("README.md")]
+    assert len(from_readme) >= 40, len(from_readme)
+
+
+@pytest.mark.parametrize("where, line", CASES, ids=[c[0][-90:] for c in CASES])
+def test_command_parses(where, line):
+    try:
+        build_parser().parse_args(argv(line))
+    except SystemExit as e:
+        assert e.code == 0, f"{where} does not parse (exit {e.code})"  # `--help` exits 0
+
+
+@pytest.mark.parametrize("name", list(SOURCES))
+def test_lab_source_commands_parse(name):
+    """The commands `tinyformer lab build --train` runs are the ones the guide prints: they must parse too."""
+    for raw in SOURCES[name].argv(False) + SOURCES[name].argv(True):
+        build_parser().parse_args(command_line(raw, Path("runs"), Path("runs") / name))
+
+
+def test_a_bad_command_is_caught(capsys):
+    """The check itself: a flag that does not exist makes parse_args exit with 2."""
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(argv("tinyformer train gpt --no-such-flag"))
+    assert e.value.code == 2
