@@ -1,0 +1,73 @@
+"""examples/minigpt.py, the one-file MiniGPT, mirrors the package's MiniGPT: same parameters, same function."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+from tinyformer.models.gpt import GPTConfig, MiniGPT
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "minigpt.py"
+SMALL = dict(vocab_size=50, block_size=32, n_layer=2, n_head=2, n_embd=64)
+
+
+@pytest.fixture(scope="module")
+def ex() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("minigpt_example", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def count(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [(dict(vocab_size=65), 824_832), (SMALL, None)],
+    ids=["seed-recipe-vocab-65", "small"],
+)
+def test_parameter_count_matches_package(ex: ModuleType, fields: dict, expected: int | None) -> None:
+    mine, package = count(ex.GPT(ex.Config(**fields))), count(MiniGPT(GPTConfig(**fields)))
+    assert mine == package
+    if expected is not None:
+        assert mine == expected
+
+
+def test_same_logits_as_package_with_its_weights(ex: ModuleType) -> None:
+    torch.manual_seed(0)
+    package = MiniGPT(GPTConfig(**SMALL)).eval()
+    mine = ex.GPT(ex.Config(**SMALL)).eval()
+    mine.load_state_dict(package.state_dict())  # strict: the very same parameter names and shapes
+    idx = torch.randint(SMALL["vocab_size"], (2, SMALL["block_size"]))
+    with torch.no_grad():
+        torch.testing.assert_close(mine(idx)[0], package(idx).logits)
+
+
+def test_train_step_lowers_loss_on_a_fixed_batch(ex: ModuleType) -> None:
+    torch.manual_seed(0)
+    c = ex.Config(**SMALL, dropout=0.0, batch_size=4)
+    model = ex.GPT(c)
+    data = torch.randint(c.vocab_size, (500,), generator=torch.Generator().manual_seed(1))
+    x, y = ex.get_batch(data, c.block_size, c.batch_size, torch.Generator().manual_seed(2))
+    assert torch.equal(x[:, 1:], y[:, :-1])  # targets are the inputs shifted left by one
+    opt = torch.optim.AdamW(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
+    losses = [ex.train_step(model, opt, x, y, c) for _ in range(3)]
+    assert losses[-1] < losses[0], losses
+
+
+def test_attention_is_causal(ex: ModuleType) -> None:
+    torch.manual_seed(0)
+    model = ex.GPT(ex.Config(**SMALL)).eval()
+    idx = torch.randint(SMALL["vocab_size"], (1, 16))
+    changed = idx.clone()
+    changed[0, 10] = (idx[0, 10] + 1) % SMALL["vocab_size"]  # a different token at position 10
+    with torch.no_grad():
+        before, after = model(idx)[0], model(changed)[0]
+    torch.testing.assert_close(before[:, :10], after[:, :10])  # the past does not see the change
+    assert not torch.allclose(before[:, 10:], after[:, 10:])  # from position 10 on, it does
