@@ -9,7 +9,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 RUN ?= runs/demo
 
-.PHONY: setup demo test lint clean gpu-check
+.PHONY: setup demo test lint clean gpu-check lab
 
 setup: $(VENV)/.dev
 
@@ -33,6 +33,13 @@ demo: $(VENV)/.core
 
 test: $(VENV)/.dev
 	$(BIN)/python -m pytest -q
+
+# The lab guide (docs/lab): pages, figures and facts.json from the reports under runs/.
+#   make lab          fill the pages from what runs/ holds (a source not run yet shows its command instead)
+#   make lab TRAIN=1  first run every source not measured yet (hours on a CPU; finished runs are reused)
+#   make lab QUICK=1  every source at CI size under runs/lab-quick, pages to runs/lab-quick/docs
+lab: $(VENV)/.dev
+	$(BIN)/tinyformer lab build $(if $(TRAIN),--train) $(if $(QUICK),--quick)
 
 # Every GPU figure the README promises, in one go on a lent GPU (under 8 minutes): runs/gpu_check/gpu_check.json
 gpu-check: $(VENV)/.core

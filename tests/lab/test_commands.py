@@ -70,3 +70,15 @@ def test_a_bad_command_is_caught(capsys):
     with pytest.raises(SystemExit) as e:
         build_parser().parse_args(argv("tinyformer train gpt --no-such-flag"))
     assert e.value.code == 2
+
+
+def test_a_source_reads_only_sources_made_before_it():
+    """`lab build --train` makes the sources in the registry's order: a view of a run must come after the run."""
+    made: list[str] = []
+    for name, source in SOURCES.items():
+        for raw in source.argv(False):
+            for arg in raw:
+                if arg.startswith("{runs}/"):
+                    read = arg.removeprefix("{runs}/")
+                    assert any(read == m or read.startswith(m + "/") for m in made), (name, read)
+        made.append(name)

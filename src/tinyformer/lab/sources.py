@@ -94,7 +94,7 @@ def _reverse_cells() -> list[Source]:
 
 
 BERT_VIEWS = ("viz", "bert", "--sentence", SENTENCE, "--out", "{dir}")
-SOURCES: dict[str, Source] = {
+SOURCES: dict[str, Source] = {  # in the order they are made: a run comes before the views that read it
     s.name: s
     for s in (
         Source(
@@ -147,12 +147,6 @@ SOURCES: dict[str, Source] = {
         ),
         Source("lab/bert-deep", ((*BERT_VIEWS, "--layer", "5", "--all-heads", "--report", "{dir}"),)),
         Source(
-            "lab/reverse-cross",
-            (("viz", "cross-attention", "{runs}/experiments/reverse-ablation/baseline", PROBE, "--out", "{dir}"),),
-            stdout=True,
-            done="stdout.txt",
-        ),
-        Source(
             "lab/bench-attention",
             (("bench", "attention", "--repeats", "3", "--json", "{dir}/bench.json"),),
             (("bench", "attention", "--repeats", "1", "--lengths", "64,128", "--json", "{dir}/bench.json"),),
@@ -166,6 +160,12 @@ SOURCES: dict[str, Source] = {
         ),
         *(_study(name) for name in STUDIES),
         *_reverse_cells(),
+        Source(
+            "lab/reverse-cross",
+            (("viz", "cross-attention", "{runs}/experiments/reverse-ablation/baseline", PROBE, "--out", "{dir}"),),
+            stdout=True,
+            done="stdout.txt",
+        ),
     )
 }
 
