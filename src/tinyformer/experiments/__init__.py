@@ -32,6 +32,6 @@ EXPERIMENTS: dict[str, Callable[..., Path]] = {
     "classifiers-minilm": classifiers_minilm.run,  # pretrained MiniLM vs its architecture from scratch
     "tagging": token_heads.tagging,  # names in speeches, unseen names: scratch vs masked-LM vs MiniLM init
     "qa": token_heads.qa,  # "Who says ...?" extractive QA: scratch vs masked-LM vs MiniLM init
-    "attention-variants": attention_variants.run,
-    "practice": practice.run,  # clipping, warmup, accumulation, checkpointing, bf16: one switch each  # softmax vs linear vs GQA vs MQA: quality, speed vs length
+    "attention-variants": attention_variants.run,  # softmax vs linear vs GQA vs MQA: quality, speed vs length
+    "practice": practice.run,  # clipping, warmup, accumulation, checkpointing, bf16: one switch each
 }
