@@ -35,11 +35,11 @@ test: $(VENV)/.dev
 	$(BIN)/python -m pytest -q
 
 # The lab guide (docs/lab): pages, figures and facts.json from the reports under runs/.
-#   make lab          fill the pages from what runs/ holds (a source not run yet shows its command instead)
-#   make lab TRAIN=1  first run every source not measured yet (hours on a CPU; finished runs are reused)
+#   make lab          fill the pages from what runs/ holds (a source it lacks keeps the committed values)
+#   make lab TRAIN=1  first make every source not measured yet (hours on a CPU; interrupted runs resume)
 #   make lab QUICK=1  every source at CI size under runs/lab-quick, pages to runs/lab-quick/docs
 lab: $(VENV)/.dev
-	$(BIN)/tinyformer lab build $(if $(TRAIN),--train) $(if $(QUICK),--quick)
+	$(BIN)/tinyformer lab build $(if $(filter 1 yes true,$(TRAIN)),--train) $(if $(filter 1 yes true,$(QUICK)),--quick)
 
 # Every GPU figure the README promises, in one go on a lent GPU (under 8 minutes): runs/gpu_check/gpu_check.json
 gpu-check: $(VENV)/.core

@@ -8,17 +8,21 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
-from tinyformer.lab.build import PLACEHOLDER, _key, build, fill, index, render, templates, typed_numbers
+from tinyformer.errors import UserError
+from tinyformer.lab.build import build
+from tinyformer.lab.render import PLACEHOLDER, fill, index, key, render, templates, typed_numbers
 from tinyformer.lab.sources import SOURCES, run_facts, table_facts
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "docs" / "lab" / "templates"
 DOCS = ROOT / "docs" / "lab"
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)]+)\)")
+LINK = re.compile(r"\]\(([^)]+)\)")
 
 
 def committed_facts() -> dict:
@@ -65,6 +69,18 @@ def test_fill_replaces_only_the_paragraph_whose_value_is_missing():
     assert not fill(no_command, {"experiments/ablation: base / loss": "1.5"}, "en")[1]  # a number alone is no answer
 
 
+def test_fill_keeps_headings_and_fences_whole():
+    section = (
+        "### Q {{experiments/ablation: base / loss}}\nLoss {{experiments/ablation: base / loss}}.\n\n"
+        "```bash\ntinyformer experiment ablation\n\n# a blank line inside the fence\n```\n\n"
+        "~~~text\n{{text lab/gpt-sample: stdout.txt}}\n\n~~~\n\nAfter.\n"
+    )
+    text, _ = fill(section, {}, "en")
+    assert text.startswith("### Q ?\n\n*Not measured")  # the heading stays, its paragraph is replaced
+    assert "```bash\ntinyformer experiment ablation\n\n# a blank line inside the fence\n```" in text
+    assert "~~~" not in text and text.count("Not measured") == 2 and text.rstrip().endswith("After.")
+
+
 def test_typed_numbers_are_found_in_prose_only():
     text = "loss 1.64, 3x, 12%, 1,000 steps, 2048 and 4 layers; `lr=0.003` {{a/b: c | .2f}} ![x](../f/1.5.png)"
     assert typed_numbers(text) == ["1.64", "3x", "12%", "1,000", "2048"]
@@ -73,23 +89,24 @@ def test_typed_numbers_are_found_in_prose_only():
 
 # ---- the committed guide ----------------------------------------------------------------------------------
 def test_templates_type_no_numbers():
-    for paths in templates(TEMPLATES).values():
-        for path in paths:
-            assert typed_numbers(path.read_text(encoding="utf-8")) == [], path
+    for path, text in templates(TEMPLATES).items():
+        assert typed_numbers(text) == [], path
 
 
 def test_english_and_chinese_pages_ask_the_same_items_with_the_same_values():
     t = templates(TEMPLATES)
-    assert [p.name for p in t["en"]] == [p.name for p in t["zh"]]
-    for en, zh in zip(t["en"], t["zh"], strict=True):
-        a, b = en.read_text(encoding="utf-8"), zh.read_text(encoding="utf-8")
+    english = sorted(p for p in t if p.parent.name == "en")
+    chinese = sorted(p for p in t if p.parent.name == "zh")
+    assert [p.name for p in english] == [p.name for p in chinese]
+    for en, zh in zip(english, chinese, strict=True):
+        a, b = t[en], t[zh]
         assert a.count("\n### ") == b.count("\n### "), en.name
-        assert {_key(m) for m in PLACEHOLDER.finditer(a)} == {_key(m) for m in PLACEHOLDER.finditer(b)}, en.name
+        assert {key(m) for m in PLACEHOLDER.finditer(a)} == {key(m) for m in PLACEHOLDER.finditer(b)}, en.name
 
 
 def test_pages_are_the_templates_filled_from_the_committed_facts():
     facts = committed_facts()
-    pages = render(TEMPLATES, facts["values"])
+    pages = render(templates(TEMPLATES), facts["values"])
     for page in pages:
         assert (DOCS / page.lang / page.name).read_text(encoding="utf-8") == page.text, f"run `make lab`: {page.name}"
     assert (DOCS / "README.md").read_text(encoding="utf-8") == index(pages)
@@ -97,30 +114,62 @@ def test_pages_are_the_templates_filled_from_the_committed_facts():
 
 def test_every_placeholder_was_measured_or_its_source_is_listed_as_not_run():
     facts = committed_facts()
-    for paths in templates(TEMPLATES).values():
-        for path in paths:
-            for m in PLACEHOLDER.finditer(path.read_text(encoding="utf-8")):
-                assert m.group(2) in SOURCES
-                assert _key(m) in facts["values"] or m.group(2) in facts["missing"], (path.name, m.group(0))
+    for path, text in templates(TEMPLATES).items():
+        for m in PLACEHOLDER.finditer(text):
+            assert m.group(2) in SOURCES
+            assert key(m) in facts["values"] or m.group(2) in facts["missing"], (path.name, m.group(0))
 
 
-def test_every_embedded_figure_is_committed():
+def test_every_embedded_figure_is_committed_and_every_committed_one_embedded():
+    linked = set()
     for page in sorted(DOCS.glob("*/*.md")):
         if page.parent.name in ("en", "zh"):
-            for target in IMAGE.findall(page.read_text(encoding="utf-8")):
-                assert (page.parent / target).is_file(), (page.name, target)
+            for target in LINK.findall(page.read_text(encoding="utf-8")):
+                if target.startswith("../figures/"):
+                    assert (page.parent / target).is_file(), (page.name, target)
+                    linked.add((page.parent / target).resolve())
+    assert linked and linked == {p.resolve() for p in (DOCS / "figures").rglob("*") if p.is_file()}
 
 
 # ---- the CI-sized build: every source run tiny, every figure there ----------------------------------------
 @pytest.mark.slow
 def test_quick_build_runs_every_source_and_embeds_only_files_it_made(tmp_path):
-    pages = build(TEMPLATES, tmp_path / "docs", tmp_path / "runs", quick=True)
-    facts = json.loads((tmp_path / "docs" / "facts.json").read_text(encoding="utf-8"))
-    assert facts["missing"] == []
+    pages, got = build(TEMPLATES, tmp_path / "docs", tmp_path / "runs", quick=True)
+    assert got.missing == [] and got.errors == []
+    # A key the tiny runs lack must be one the full-size build resolved: a misspelt key fails here.
+    assert set(got.unsized) <= set(committed_facts()["values"]), set(got.unsized) - set(committed_facts()["values"])
     embedded = 0
     for page in pages:
         assert "Not measured" not in page.text and "尚未测量" not in page.text
         for target in IMAGE.findall(page.text):
             assert (tmp_path / "docs" / page.lang / target).is_file(), (page.name, target)
             embedded += 1
-    assert embedded >= 20
+    assert embedded >= 40
+
+
+def test_a_build_that_cannot_fill_a_placeholder_writes_nothing(tmp_path):
+    source = tmp_path / "templates"
+    for lang in ("en", "zh"):
+        (source / lang).mkdir(parents=True)
+        (source / lang / "1-x.md").write_text("# X\n\n### Q\n\n`tinyformer info RUN`\n\n{{lab/bench-rnn: no such}}\n")
+    folder = tmp_path / "runs" / "lab" / "bench-rnn"
+    folder.mkdir(parents=True)
+    (folder / "bench.json").write_text('{"rnn": {"rows": []}}')
+    with pytest.raises(UserError, match="could not be filled"):
+        build(source, tmp_path / "docs", tmp_path / "runs")
+    assert not (tmp_path / "docs").exists()
+
+
+def test_a_source_not_in_runs_keeps_the_values_the_last_build_recorded(tmp_path):
+    source = tmp_path / "templates"
+    for lang in ("en", "zh"):
+        (source / lang).mkdir(parents=True)
+        (source / lang / "1-x.md").write_text("# X\n\n### Q\n\n`tinyformer info RUN`\n\nv {{lab/bench-rnn: bench.a}}\n")
+    folder = tmp_path / "runs" / "lab" / "bench-rnn"
+    folder.mkdir(parents=True)
+    (folder / "bench.json").write_text('{"a": 7}')
+    pages, _ = build(source, tmp_path / "docs", tmp_path / "runs")
+    assert "v 7" in pages[0].text and pages[0].answered == 1
+    shutil.rmtree(tmp_path / "runs")  # a fresh clone: no runs at all
+    pages, got = build(source, tmp_path / "docs", tmp_path / "runs")
+    assert "v 7" in pages[0].text and got.missing == []

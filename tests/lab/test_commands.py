@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from tinyformer.cli import build_parser
-from tinyformer.lab.build import command_line
 from tinyformer.lab.sources import SOURCES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,7 +61,7 @@ def test_command_parses(where, line):
 def test_lab_source_commands_parse(name):
     """The commands `tinyformer lab build --train` runs are the ones the guide prints: they must parse too."""
     for raw in SOURCES[name].argv(False) + SOURCES[name].argv(True):
-        build_parser().parse_args(command_line(raw, Path("runs"), Path("runs") / name))
+        build_parser().parse_args([a.replace("{dir}", f"runs/{name}").replace("{runs}", "runs") for a in raw])
 
 
 def test_a_bad_command_is_caught(capsys):

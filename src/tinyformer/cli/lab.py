@@ -12,9 +12,13 @@ QUICK_RUNS = Path("runs/lab-quick")
 def add_lab(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     b = sub.add_parser("build", help="fill docs/lab/{en,zh} from docs/lab/templates and the runs' reports")
-    b.add_argument("--train", action="store_true", help="first run every source not measured yet (hours on a CPU)")
     b.add_argument(
-        "--quick", action="store_true", help=f"CI size: run every source tiny under {QUICK_RUNS}, require every value"
+        "--train", action="store_true", help="first make every source not measured yet (hours on a CPU; resumes)"
+    )
+    b.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"CI size: make every source tiny under {QUICK_RUNS}; every figure must be there",
     )
     b.add_argument("--runs", help=f"the runs root (default: runs, or {QUICK_RUNS} with --quick)")
     b.add_argument("--out", help=f"where pages go (default: docs/lab, or {QUICK_RUNS}/docs with --quick)")
@@ -36,13 +40,15 @@ def cmd_build(a: argparse.Namespace) -> int:
 
 def cmd_facts(a: argparse.Namespace) -> int:
     from tinyformer.errors import UserError
-    from tinyformer.lab.sources import SOURCES, facts
+    from tinyformer.lab.render import shown
+    from tinyformer.lab.sources import SOURCES, complete, facts
 
     if a.source not in SOURCES:
         raise UserError(f"unknown source {a.source!r}; known: {', '.join(SOURCES)}")
-    folder = Path(a.runs) / a.source
-    if not folder.is_dir():
-        raise UserError(f"{folder} does not exist yet; `tinyformer lab build --train` makes it")
-    for key, value in facts(folder).items():
+    source = SOURCES[a.source]
+    folder = Path(a.runs) / source.path
+    if not (complete(source, folder) or complete(source, folder, quick=True)):
+        raise UserError(f"{folder} is not made yet: {shown(a.source)} makes it")
+    for key, value in facts(source, folder).items():
         print(f"{key} = {value}")
     return 0

@@ -8,7 +8,7 @@ A source is a folder under a runs root (`experiments/ablation`, `lab/gpt`) that 
   where the first two cells name a row (a layer and a head);
 - each JSON file but the tokenizer, flattened: `figures.speed.train.sdpa.0.1.ms` -> the value;
 - a training run (`metrics.jsonl`): `best val loss`, `final val KEY`, `steps`, `train seconds`, `parameters`;
-- `machine`: the machine the lab build recorded in `lab.json` when it ran (or first read) the folder.
+- `machine`: the machine the lab recorded in `lab.json` when it made the folder, else a benchmark's own record.
 """
 
 from __future__ import annotations
@@ -16,46 +16,50 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-GPT_QUICK = [
-    "--set",
-    "model.block_size=32",
-    "--set",
-    "model.n_embd=32",
-    "--set",
-    "model.n_layer=2",
-    "--set",
-    "train.max_iters=30",
-    "--set",
-    "train.eval_interval=10",
-    "--set",
-    "train.eval_iters=2",
-]
+from tinyformer.errors import UserError
+from tinyformer.files import write_text
+
+GPT_QUICK = (
+    "--set model.block_size=32 --set model.n_embd=32 --set model.n_layer=2 --set train.max_iters=30 "
+    "--set train.eval_interval=10 --set train.eval_iters=2"
+)
 SENTENCE = "The man saw the bird with the telescope"
 PROBE = "7 3 0 9 5 1 8"
 
 
 @dataclass(frozen=True)
 class Source:
-    name: str  # folder under the runs root
-    commands: tuple[tuple[str, ...], ...]  # tinyformer argv; "{dir}" is this folder, "{runs}" the root
-    quick: tuple[tuple[str, ...], ...] = ()  # the same at CI size (default: `commands`, unchanged)
+    name: str  # what templates call it; also its folder under the runs root unless `folder` says otherwise
+    commands: tuple[str, ...]  # tinyformer command lines (shell quoting); "{dir}" is the folder, "{runs}" the root
+    quick: tuple[str, ...] = ()  # the same at CI size (default: `commands`, unchanged)
     stdout: bool = False  # keep the last command's printed output as stdout.txt
-    done: str = ""  # the file whose presence means the folder is complete (default: report.md)
+    done: str = "report.md"  # the file that completes the folder (a Markdown one is the report facts come from)
+    folder: str = ""  # the folder, when it is not `name`
+    cheap: bool = False  # seconds, no training: a plain `lab build` makes it once the runs it reads exist
+
+    @property
+    def path(self) -> str:
+        return self.folder or self.name
 
     def argv(self, quick: bool) -> list[list[str]]:
-        return [list(c) for c in ((self.quick or self.commands) if quick else self.commands)]
+        return [shlex.split(c) for c in ((self.quick or self.commands) if quick else self.commands)]
 
 
 def _study(name: str) -> Source:
-    return Source(
-        f"experiments/{name}",
-        (("experiment", name, "--out", "{dir}"),),
-        (("experiment", name, "--quick", "--out", "{dir}"),),
-        done="report_minilm.md" if name == "classifiers-minilm" else "",  # it can share a folder with classifiers
-    )
+    run = f"experiment {name} --out {{dir}}"
+    if name == "classifiers-minilm":  # by default it writes beside the bake-off, whose cells its report sums up
+        return Source(
+            f"experiments/{name}",
+            (run,),
+            (f"{run} --quick",),
+            done="report_minilm.md",
+            folder="experiments/classifiers",
+        )
+    return Source(f"experiments/{name}", (run,), (f"{run} --quick",))
 
 
 STUDIES = (
@@ -78,122 +82,114 @@ def _reverse_cells() -> list[Source]:
     """Each cell of the reverse-ablation study on its own, so a page can quote the cells trained so far."""
     from tinyformer.experiments import reverse_ablation as ra
 
-    def sets(overrides: list[str]) -> tuple[str, ...]:
-        return tuple(x for o in overrides for x in ("--set", o))
+    def train(overrides: list[str]) -> str:
+        return " ".join(["train reverse", *(f"--set {o}" for o in overrides), "--out {dir}"])
 
-    quick = {c.name: c for c in ra.cells(d_ff=64)}
+    quick = {c.name: c.overrides for c in ra.cells(d_ff=64)}
     return [
         Source(
             f"experiments/reverse-ablation/{c.name}",
-            (("train", "reverse", *sets(c.overrides), "--out", "{dir}"),),
-            (("train", "reverse", *sets([*ra.QUICK, *quick[c.name].overrides]), "--out", "{dir}"),),
+            (train(c.overrides),),
+            (train([*ra.QUICK, *quick[c.name]]),),
             done="trainer_state.pt",
         )
         for c in ra.cells()
     ]
 
 
-BERT_VIEWS = ("viz", "bert", "--sentence", SENTENCE, "--out", "{dir}")
+BERT = f'viz bert --sentence "{SENTENCE}" --out {{dir}}'
+BERT_ALL = "--layer 0 --head 0 --all-heads --flow-to bird --roles --html {dir}/attention.html --report {dir}"
+SAMPLE = "sample {runs}/lab/gpt --prompt ROMEO: --tokens 300 --temperature 0.8 --top-k 40 --seed 1"
+CROSS = f'viz cross-attention {{runs}}/experiments/reverse-ablation/baseline "{PROBE}" --out {{dir}}'
 SOURCES: dict[str, Source] = {  # in the order they are made: a run comes before the views that read it
     s.name: s
     for s in (
         Source(
-            "lab/gpt",
-            (("train", "gpt", "--out", "{dir}"),),
-            (("train", "gpt", *GPT_QUICK, "--out", "{dir}"),),
-            done="trainer_state.pt",
+            "lab/gpt", ("train gpt --out {dir}",), (f"train gpt {GPT_QUICK} --out {{dir}}",), done="trainer_state.pt"
         ),
-        Source("lab/gpt-info", (("info", "{runs}/lab/gpt"),), stdout=True, done="stdout.txt"),
-        Source(
-            "lab/gpt-sample",
-            (
-                (
-                    "sample",
-                    "{runs}/lab/gpt",
-                    "--prompt",
-                    "ROMEO:",
-                    "--tokens",
-                    "300",
-                    "--temperature",
-                    "0.8",
-                    "--top-k",
-                    "40",
-                    "--seed",
-                    "1",
-                ),
-            ),
-            stdout=True,
-            done="stdout.txt",
-        ),
-        Source(
-            "lab/bert",
-            (
-                (
-                    *BERT_VIEWS,
-                    "--layer",
-                    "0",
-                    "--head",
-                    "0",
-                    "--all-heads",
-                    "--flow-to",
-                    "bird",
-                    "--roles",
-                    "--html",
-                    "{dir}/attention.html",
-                    "--report",
-                    "{dir}",
-                ),
-            ),
-        ),
-        Source("lab/bert-deep", ((*BERT_VIEWS, "--layer", "5", "--all-heads", "--report", "{dir}"),)),
+        Source("lab/gpt-info", ("info {runs}/lab/gpt",), stdout=True, done="stdout.txt", cheap=True),
+        Source("lab/gpt-sample", (SAMPLE,), stdout=True, done="stdout.txt", cheap=True),
+        Source("lab/bert", (f"{BERT} {BERT_ALL}",), cheap=True),
+        Source("lab/bert-deep", (f"{BERT} --layer 5 --all-heads --report {{dir}}",), cheap=True),
         Source(
             "lab/bench-attention",
-            (("bench", "attention", "--repeats", "3", "--json", "{dir}/bench.json"),),
-            (("bench", "attention", "--repeats", "1", "--lengths", "64,128", "--json", "{dir}/bench.json"),),
+            ("bench attention --repeats 3 --json {dir}/bench.json",),
+            ("bench attention --repeats 1 --lengths 64,128 --json {dir}/bench.json",),
             done="bench.json",
         ),
         Source(
             "lab/bench-rnn",
-            (("bench", "rnn", "--iters", "3", "--repeats", "3", "--json", "{dir}/bench.json"),),
-            (("bench", "rnn", "--iters", "1", "--repeats", "1", "--json", "{dir}/bench.json"),),
+            ("bench rnn --iters 3 --repeats 3 --json {dir}/bench.json",),
+            ("bench rnn --iters 1 --repeats 1 --json {dir}/bench.json",),
             done="bench.json",
         ),
         *(_study(name) for name in STUDIES),
         *_reverse_cells(),
-        Source(
-            "lab/reverse-cross",
-            (("viz", "cross-attention", "{runs}/experiments/reverse-ablation/baseline", PROBE, "--out", "{dir}"),),
-            stdout=True,
-            done="stdout.txt",
-        ),
+        Source("lab/reverse-cross", (CROSS,), stdout=True, done="stdout.txt", cheap=True),
     )
 }
 
 
-def complete(source: Source, folder: Path) -> bool:
-    """The folder holds all the source makes: its report, its output, or a training run that finished."""
+def complete(source: Source, folder: Path, quick: bool = False) -> bool:
+    """The folder holds all the source makes (a training run: finished), at the size asked for."""
     if source.done == "trainer_state.pt":
         from tinyformer.experiments.runner import finished
 
-        return finished(folder)
-    return (folder / (source.done or "report.md")).is_file()
+        return finished(folder) and quick == _quick_run(folder)
+    path = folder / source.done
+    if not path.is_file():
+        return False
+    return quick or path.suffix != ".md" or "--quick size" not in path.read_text(encoding="utf-8").split("\n")[0]
 
 
-def facts(folder: Path) -> dict[str, str]:
+def _quick_run(folder: Path) -> bool:
+    """A training run made at the CI size (fewer steps than any recipe of the lab)."""
+    return read_json(folder / "config.json")["train"]["max_iters"] < 100
+
+
+def inputs_ready(source: Source, runs: Path) -> bool:
+    """Every run folder its commands read exists and is complete."""
+    reads = [a.removeprefix("{runs}/") for argv in source.argv(False) for a in argv if a.startswith("{runs}/")]
+    return all(complete(SOURCES[r], runs / r) if r in SOURCES else (runs / r).exists() for r in reads)
+
+
+def facts(source: Source, folder: Path) -> dict[str, str]:
     """Every fact the folder states (see the module docstring), as the text the guide will show."""
     out: dict[str, str] = {}
-    for path in sorted(folder.glob("*.md")):
-        for key, value in table_facts(path.read_text(encoding="utf-8")).items():
-            out.setdefault(key, value)
+    report = folder / source.done
+    if report.suffix == ".md" and report.is_file():
+        out.update(table_facts(report.read_text(encoding="utf-8")))
     for path in sorted(folder.glob("*.json")):
         if path.name not in ("tokenizer.json", "lab.json"):
-            flatten(json.loads(path.read_text(encoding="utf-8")), path.stem, out)
+            flatten(read_json(path), path.stem, out)
     if (folder / "metrics.jsonl").is_file():
         out.update(run_facts(folder))
-    lab = folder / "lab.json"
-    if lab.is_file():
-        out["machine"] = json.loads(lab.read_text(encoding="utf-8"))["machine"]
+    out["machine"] = machine_of(folder, out)
     return out
+
+
+def read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise UserError(f"lab: {path} is not valid JSON ({e}); delete it and make the source again") from None
+
+
+def machine_of(folder: Path, known: dict[str, str]) -> str:
+    """Where the numbers were made: recorded by the lab when it made the folder, else by the benchmark itself."""
+    if (folder / "lab.json").is_file():
+        return str(read_json(folder / "lab.json").get("machine", "not recorded"))
+    cpu = next((k for k in known if k.endswith("machine.cpu")), None)
+    return f"{known[cpu]}, torch {known.get(cpu.removesuffix('cpu') + 'torch', '?')}" if cpu else "not recorded"
+
+
+def record_machine(folder: Path) -> None:
+    """Name the machine this process runs on in the folder's lab.json (the lab just made the folder here)."""
+    from tinyformer.device import machine
+
+    m = machine()
+    text = f"{m['cpu']}, {m['gpu'] or 'no GPU'}, torch {m['torch']}"
+    write_text(folder / "lab.json", json.dumps({"machine": text}, indent=2) + "\n")
 
 
 def table_facts(markdown: str) -> dict[str, str]:

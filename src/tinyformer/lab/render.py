@@ -1,0 +1,150 @@
+"""The lab guide's templates and how a page is filled from measured values alone.
+
+Templates live in `docs/lab/templates/{en,zh}/*.md`; each `###` heading is one course item (a step,
+an exercise, a thinking question). Four kinds of placeholder fill them:
+
+    {{experiments/ablation: no-mask / best val loss}}         a fact (see `tinyformer.lab.sources`)
+    {{experiments/kv-cache: 128 / cache speedup | .2f}}       ... formatted with a Python format spec
+    ![val loss]({{fig experiments/ablation: val_loss.png}})   a figure, copied to docs/lab/figures/
+    {{text lab/gpt-sample: stdout.txt}}                       a text file, verbatim
+
+A paragraph (a fenced block counts as one) whose value was not measured yet is replaced by one line
+that names the command making it; the item's heading and its other paragraphs stay.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from tinyformer.errors import UserError
+from tinyformer.lab.sources import SOURCES
+
+LANGS = ("en", "zh")
+PLACEHOLDER = re.compile(r"\{\{\s*(?:(fig|text)\s+)?([\w./-]+)\s*:\s*([^{}|]+?)\s*(?:\|\s*([^{}]*?)\s*)?\}\}")
+MISSING = {
+    "en": "*Not measured on this machine yet: run {commands}, then `make lab`.*",
+    "zh": "*本机尚未测量：先运行 {commands}，再运行 `make lab`。*",
+}
+FENCE = re.compile(r"^\s*(```|~~~)")
+TYPED = re.compile(r"\d+\.\d+|\d+\s*[%％]|\b\d+\s*[x×]|\d{1,3}(?:,\d{3})+|\d{4,}|\d+e-?\d+")
+NOT_PROSE = re.compile(r"```.*?```|~~~.*?~~~|`[^`\n]*`|\{\{.*?\}\}|\]\([^)]*\)|<!--.*?-->", re.S)
+
+
+@dataclass
+class Page:
+    lang: str
+    name: str  # file name, e.g. 1-char-gpt.md
+    text: str  # rendered Markdown
+    items: int  # `###` headings: the course's steps, exercises and questions
+    answered: int  # items that show a `tinyformer` command and have every value they ask for
+
+
+def templates(folder: Path) -> dict[Path, str]:
+    """{template path: text} for every language, in page order; the same pages in each language."""
+    found = {lang: sorted((folder / lang).glob("*.md")) for lang in LANGS}
+    if not all(found.values()):
+        raise UserError(f"lab: no templates under {folder}/{{en,zh}}; run from the repository root")
+    return {p: p.read_text(encoding="utf-8") for lang in LANGS for p in found[lang]}
+
+
+def key(m: re.Match) -> str:
+    """A placeholder's name in facts.json: its text, spaces normalised."""
+    return " ".join(m.group(0)[2:-2].split())
+
+
+def typed_numbers(template: str) -> list[str]:
+    """Results a template states in its prose (code, placeholders and link targets aside). Measured numbers
+    belong in placeholders, so a decimal, a percentage, a ratio, an exponent or a number of four or more
+    digits is refused; small integers that name things ("4 layers", "exercise 3") are not results."""
+    return TYPED.findall(NOT_PROSE.sub(" ", template))
+
+
+def shown(name: str) -> str:
+    """The commands a reader runs to make a source, as the guide prints them."""
+    source = SOURCES[name]
+    lines = [command_text(a, "runs", f"runs/{source.path}") for a in source.argv(False)]
+    return ", ".join(f"`tinyformer {line}`" for line in lines)
+
+
+def command_text(argv: list[str], runs: str, folder: str) -> str:
+    """A command line with its folders filled in, quoted as a shell would need it."""
+    args = [a.replace("{dir}", folder).replace("{runs}", runs) for a in argv]
+    return " ".join(f'"{a}"' if (" " in a or not a) else a for a in args)
+
+
+def render(texts: dict[Path, str], values: dict[str, str]) -> list[Page]:
+    """Every page, filled from `values` alone (the `values` of facts.json)."""
+    pages = []
+    for path, template in texts.items():
+        lang = path.parent.name
+        sections = re.split(r"(?m)^(?=### )", template)
+        done = [fill(s, values, lang) for s in sections]
+        items = [ok for s, (_, ok) in zip(sections, done, strict=True) if s.startswith("### ")]
+        pages.append(Page(lang, path.name, "".join(t for t, _ in done), len(items), sum(items)))
+    return pages
+
+
+def fill(section: str, values: dict[str, str], lang: str) -> tuple[str, bool]:
+    """One `###` item filled; True when it shows a command and every value it asks for was measured."""
+    blocks, notes, measured, missing = [], set(), 0, False
+    for block in _blocks(section):
+        if block.startswith("#"):  # a heading line is never replaced, whatever it holds
+            heading, _, block = block.partition("\n")
+            blocks.append(PLACEHOLDER.sub(lambda m: values.get(key(m)) or "?", heading))
+            if not block:
+                continue
+        wanted = list(PLACEHOLDER.finditer(block))
+        absent = [m for m in wanted if not values.get(key(m))]
+        if absent:
+            missing = True
+            note = MISSING[lang].format(commands=", ".join(dict.fromkeys(shown(m.group(2)) for m in absent)))
+            if note not in notes:  # one note per command list and item
+                blocks.append(note)
+                notes.add(note)
+            continue
+        measured += len(wanted)
+        blocks.append(PLACEHOLDER.sub(lambda m: values[key(m)], block))
+    has_command = re.search(r"(`|^)tinyformer ", section, re.M) is not None
+    return "\n\n".join(blocks) + "\n\n", has_command and measured > 0 and not missing
+
+
+def _blocks(text: str) -> list[str]:
+    """Paragraphs split at blank lines, a fenced code block kept whole, a heading line on its own."""
+    blocks, current, fence = [], [], None
+    for line in text.strip("\n").split("\n"):
+        m = FENCE.match(line)
+        if m and fence is None:
+            fence = m.group(1)
+        elif m and m.group(1) == fence:
+            fence = None
+        if fence is None and (not line.strip() or (line.startswith("#") and current)):
+            if current:
+                blocks.append("\n".join(current))
+            current = [line] if line.strip() else []
+        else:
+            current.append(line)
+    if current:
+        blocks.append("\n".join(current))
+    return blocks
+
+
+def leftovers(pages: list[Page]) -> list[str]:
+    """Placeholder-like text no pattern filled (a missing colon, braces in a key): it must not reach a page."""
+    return [f"{p.lang}/{p.name}: {t[:60]}" for p in pages for t in re.findall(r"\{\{.*?\}\}", p.text, re.S)]
+
+
+def index(pages: list[Page]) -> str:
+    lines = [
+        "# tinyformer lab guide / 实验指南",
+        "",
+        "Generated by `make lab` from `docs/lab/templates/` and `facts.json`; do not edit.",
+        "",
+        "| page | items | answered with a command and every measured value |",
+        "|---|---|---|",
+    ]
+    for p in pages:
+        title = p.text.splitlines()[0].lstrip("# ")
+        lines.append(f"| [{title}]({p.lang}/{p.name}) | {p.items} | {p.answered} |")
+    return "\n".join(lines) + "\n"
