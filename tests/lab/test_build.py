@@ -147,27 +147,27 @@ def test_quick_build_runs_every_source_and_embeds_only_files_it_made(tmp_path):
     assert embedded >= 40
 
 
-def test_a_build_that_cannot_fill_a_placeholder_writes_nothing(tmp_path):
+def one_page(tmp_path: Path, line: str, bench: str) -> Path:
+    """Templates of one item whose last line is `line`, and a bench-rnn source holding `bench` as its JSON."""
     source = tmp_path / "templates"
     for lang in ("en", "zh"):
         (source / lang).mkdir(parents=True)
-        (source / lang / "1-x.md").write_text("# X\n\n### Q\n\n`tinyformer info RUN`\n\n{{lab/bench-rnn: no such}}\n")
+        (source / lang / "1-x.md").write_text(f"# X\n\n### Q\n\n`tinyformer info RUN`\n\n{line}\n")
     folder = tmp_path / "runs" / "lab" / "bench-rnn"
     folder.mkdir(parents=True)
-    (folder / "bench.json").write_text('{"rnn": {"rows": []}}')
+    (folder / "bench.json").write_text(bench)
+    return source
+
+
+def test_a_build_that_cannot_fill_a_placeholder_writes_nothing(tmp_path):
+    source = one_page(tmp_path, "{{lab/bench-rnn: no such}}", '{"rnn": {"rows": []}}')
     with pytest.raises(UserError, match="could not be filled"):
         build(source, tmp_path / "docs", tmp_path / "runs")
     assert not (tmp_path / "docs").exists()
 
 
 def test_a_source_not_in_runs_keeps_the_values_the_last_build_recorded(tmp_path):
-    source = tmp_path / "templates"
-    for lang in ("en", "zh"):
-        (source / lang).mkdir(parents=True)
-        (source / lang / "1-x.md").write_text("# X\n\n### Q\n\n`tinyformer info RUN`\n\nv {{lab/bench-rnn: bench.a}}\n")
-    folder = tmp_path / "runs" / "lab" / "bench-rnn"
-    folder.mkdir(parents=True)
-    (folder / "bench.json").write_text('{"a": 7}')
+    source = one_page(tmp_path, "v {{lab/bench-rnn: bench.a}}", '{"a": 7}')
     pages, _ = build(source, tmp_path / "docs", tmp_path / "runs")
     assert "v 7" in pages[0].text and pages[0].answered == 1
     shutil.rmtree(tmp_path / "runs")  # a fresh clone: no runs at all
