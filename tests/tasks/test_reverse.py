@@ -59,6 +59,15 @@ def test_a_short_run_learns_to_reverse_its_tiny_set(tmp_path):
     score, w = cross_alignment(model, task.train[0][:1, : int((task.train[0][0] != PAD).sum())])
     assert w.shape[0] == w.shape[1] and 0.0 <= score <= 1.0
 
+    # scoring does not depend on the chunks: rows go through in length order and come back in input order
+    src, tgt = make_split(60, 3, 5, seed=3, width=5)  # unseen: the model gets some of them right
+    whole, chunked = evaluate_split(model, src, tgt, chunk=1000), evaluate_split(model, src, tgt, chunk=7)
+    assert 0 < int(whole["correct"].sum()) < len(src)
+    assert torch.equal(whole["correct"], chunked["correct"])
+    assert abs(whole["loss"] - chunked["loss"]) < 1e-5 and abs(whole["token_acc"] - chunked["token_acc"]) < 1e-6
+    one = [evaluate_split(model, src[i : i + 1], tgt[i : i + 1])["correct"] for i in range(len(src))]
+    assert torch.equal(torch.cat(one), whole["correct"])
+
 
 def test_torch_baseline_is_causal_and_ignores_source_padding():
     from tinyformer.models.torch_seq2seq import TorchSeq2Seq
@@ -73,3 +82,4 @@ def test_torch_baseline_is_causal_and_ignores_source_padding():
     torch.testing.assert_close(m(src, changed).logits[:, :3], a[:, :3], atol=1e-5, rtol=0)
     padded = torch.cat([src, torch.zeros(1, 3, dtype=torch.long)], 1)
     torch.testing.assert_close(m(padded, tgt).logits, a, atol=1e-5, rtol=0)
+
