@@ -175,7 +175,8 @@ def evaluate_split(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, beam:
     device = model_device(model)
     loss = right = tokens = 0.0
     ok = torch.zeros(len(src), dtype=torch.bool)
-    order = (src != PAD).sum(1).argsort(stable=True)  # chunks of about one length: decoding stops sooner
+    lengths = (src != PAD).sum(1) - 1  # digits (tokens), without EOS
+    order = lengths.argsort(stable=True)  # chunks of about one length: decoding stops sooner
     with inference(model):
         for i in range(0, len(src), chunk):
             rows = order[i : i + chunk]
@@ -187,7 +188,6 @@ def evaluate_split(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, beam:
             tokens += real
             pred = decode(model, s, beam, max_new=min(t.size(1) + 2, model.config.block_size))
             ok[rows] = same_sequences(pred, t[:, 1:]).cpu()
-    lengths = (src != PAD).sum(1) - 1  # digits, without EOS
     per_length = {int(n): float(ok[lengths == n].float().mean()) for n in lengths.unique()}
     return {
         "loss": loss / tokens,
