@@ -97,6 +97,15 @@ def _reverse_cells() -> list[Source]:
     ]
 
 
+def _reverse_fast() -> Source:
+    """The CPU preset for reversal (configs/reverse_fast.toml), trained as the guide's step 3 prints it."""
+    from tinyformer.experiments.reverse_ablation import QUICK
+
+    run = "train reverse --config configs/reverse_fast.toml"
+    quick = " ".join([run, *(f"--set {o}" for o in QUICK), "--out {dir}"])
+    return Source("lab/reverse-fast", (f"{run} --out {{dir}}",), (quick,), done="trainer_state.pt")
+
+
 BERT = f'viz bert --sentence "{SENTENCE}" --out {{dir}}'
 BERT_ALL = "--layer 0 --head 0 --all-heads --flow-to bird --roles --html {dir}/attention.html --report {dir}"
 SAMPLE = "sample {runs}/lab/gpt --prompt ROMEO: --tokens 300 --temperature 0.8 --top-k 40 --seed 1"
@@ -125,6 +134,7 @@ SOURCES: dict[str, Source] = {  # in the order they are made: a run comes before
         ),
         *(_study(name) for name in STUDIES),
         *_reverse_cells(),
+        _reverse_fast(),
         Source("lab/reverse-cross", (CROSS,), stdout=True, done="stdout.txt", cheap=True),
     )
 }
