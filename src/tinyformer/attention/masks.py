@@ -57,3 +57,8 @@ def combine(*masks: torch.Tensor | None) -> torch.Tensor | None:
 def fill_value(dtype: torch.dtype) -> float:
     """The score given to masked positions before softmax."""
     return torch.finfo(dtype).min
+
+
+def additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The same mask as a bias added to the scores: 0 where it may attend, `fill_value` where not."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, fill_value(dtype))

@@ -11,6 +11,14 @@ projects out. `attend` has two backends that compute the same function:
            (`tinyformer.layers.dropout` says why that one is cheaper).
 - "manual" softmax(Q K^T / sqrt(Dh)) V written out, and the only path that can
            return the attention weights. Asking for weights picks it for that call.
+           A mask shared by every sequence and head (the causal one) is added to the
+           scores inside the same batched GEMM (`baddbmm`), so no pass over the
+           (B, H, T, S) scores is spent on scaling or masking.
+- "auto"   decided per run by measuring both (`tinyformer.device.choose_backend`;
+           `set_backend` applies the choice); until then it computes as "sdpa".
+           Which one is faster depends on the machine and dtype: on a CPU that
+           multiplies bf16 natively, the fused CPU kernel is slower in bf16 than
+           the plain GEMMs at small head widths, while in fp32 it is often faster.
 
 Self-attention can also take a rotary position embedding (`rope`, applied to
 queries and keys) and a `KVCache` (`cache`): the new keys and values are written
@@ -44,7 +52,7 @@ from tinyformer.attention.positions import Rotary
 from tinyformer.errors import UserError
 from tinyformer.layers.dropout import dropout
 
-BACKENDS = ("sdpa", "manual")
+BACKENDS = ("auto", "sdpa", "manual")  # model.backend
 KINDS = ("softmax", "linear")  # model.attention
 
 
@@ -65,7 +73,7 @@ def attend(
     T, S = q.size(-2), k.size(-2)
     causal = causal and T > 1  # one query is the last position: it may see every key
     gqa = k.size(1) != q.size(1)
-    if backend == "sdpa" and not need_weights and (dropout_p == 0 or q.device.type != "cpu"):
+    if backend != "manual" and not need_weights and (dropout_p == 0 or q.device.type != "cpu"):
         if causal and mask is None and T == S:  # the fast kernel that skips masked blocks
             return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, enable_gqa=gqa), None
         full = masks.combine(masks.causal(T, S, q.device) if causal else None, mask)
@@ -74,12 +82,42 @@ def attend(
         group = q.size(1) // k.size(1)
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (B, H, S, Dh) each
     full = masks.combine(masks.causal(T, S, q.device) if causal else None, mask)
-    scores = (q @ k.transpose(-2, -1)) * q.size(-1) ** -0.5  # (B, H, T, S)
-    if full is not None:
-        scores = scores.masked_fill(~full, masks.fill_value(scores.dtype))
-    weights = scores.softmax(dim=-1)  # (B, H, T, S)
+    weights = scaled_scores(q, k, full).softmax(dim=-1)  # (B, H, T, S)
     dropped = dropout(weights, dropout_p)  # (a no-op for p = 0)
     return dropped @ v, weights  # (B, H, T, Dh)
+
+
+def scaled_scores(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """q (B, H, T, Dh), k (B, H, S, Dh) -> Q K^T / sqrt(Dh) (B, H, T, S), masked scores at `masks.fill_value`.
+
+    A (T, S) mask goes into the GEMM as an additive bias (`baddbmm`: bias + alpha * Q K^T); a per-sequence
+    mask, e.g. (B, 1, 1, S) padding, is filled in afterwards, in place (Q K^T's backward does not need it)."""
+    B, H, T, Dh = q.shape
+    S = k.size(-2)
+    q3, kt = q.reshape(B * H, T, Dh), k.reshape(B * H, S, Dh).transpose(1, 2)  # (B*H, T, Dh), (B*H, Dh, S)
+    if mask is not None and mask.dim() == 2:
+        bias = masks.additive(mask, score_dtype(q))  # (T, S), broadcast over B*H
+        return torch.baddbmm(bias, q3, kt, alpha=Dh**-0.5).view(B, H, T, S)
+    scores = torch.bmm(q3, kt).mul_(Dh**-0.5).view(B, H, T, S)
+    return scores if mask is None else scores.masked_fill_(~mask, masks.fill_value(scores.dtype))
+
+
+def score_dtype(q: torch.Tensor) -> torch.dtype:
+    """The dtype Q K^T comes out in: autocast's where it is on (and q is fp32), else q's."""
+    kind = q.device.type
+    if q.dtype == torch.float32 and torch.is_autocast_enabled(kind):
+        return torch.get_autocast_dtype(kind)
+    return q.dtype
+
+
+def set_backend(model: nn.Module, backend: str) -> int:
+    """Point every softmax `MultiHeadAttention` in `model` at `backend` -> how many there are."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend={backend!r} is not one of {BACKENDS}")
+    layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention) and m.kind == "softmax"]
+    for m in layers:
+        m.backend = backend
+    return len(layers)
 
 
 class MultiHeadAttention(nn.Module):
