@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from tests.cli_helpers import FAST, TINY, cli
+from tinyformer import choices
 from tinyformer.config import RunConfig, TrainConfig
 from tinyformer.models.gpt import GPTConfig, MiniGPT
 
@@ -19,6 +20,15 @@ SYNTHETIC = (
     "MENENIUS:\nWhat work's, my countrymen, in hand? where go you?\n\n"
     "ROMEO:\nBut, soft! what light through yonder window breaks?\n\n"
 ) * 40
+
+
+@pytest.fixture(scope="session", autouse=True)
+def choice_cache(tmp_path_factory) -> Path:
+    """The tests' own cache of measured speed choices (`tinyformer.choices`), not the user's; subprocesses
+    inherit it. One per session: runs of the same shapes in one session take the same backend."""
+    folder = tmp_path_factory.mktemp("choices")
+    os.environ[choices.CACHE_ENV] = str(folder)
+    return folder
 
 
 @pytest.fixture
@@ -42,9 +52,9 @@ def tiny_gpt(tiny_gpt_config: GPTConfig) -> MiniGPT:
     return MiniGPT(tiny_gpt_config).eval()
 
 
-def tiny_run_config(text_file: Path, dropout: float = 0.1, **train) -> RunConfig:
+def tiny_run_config(text_file: Path, dropout: float = 0.1, backend: str = "auto", **train) -> RunConfig:
     """A whole gpt run config small enough to train in a second or two."""
-    model = GPTConfig(block_size=16, n_layer=1, n_head=2, n_embd=16, dropout=dropout)
+    model = GPTConfig(block_size=16, n_layer=1, n_head=2, n_embd=16, dropout=dropout, backend=backend)
     t = dict(max_iters=12, batch_size=4, eval_interval=4, eval_iters=2, log_interval=2, device="cpu")
     cfg = RunConfig(task="gpt", model=model, train=TrainConfig(**(t | train)))
     cfg.data.path = str(text_file)

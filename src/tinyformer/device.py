@@ -6,14 +6,28 @@ GPU that supports it; a CPU with AVX-512 BF16 or AMX, read from its feature
 flags, never guessed) and fp32 elsewhere. "fp16" is autocast with a gradient
 scaler, for GPUs without bf16. Weights and optimizer state stay fp32 in every
 mode: autocast only changes the dtype matmuls and convolutions run in.
+
+Precision "auto" is a rule, not a measurement, on purpose: bf16 changes the
+numbers a run produces, so it must not flip with the load on a shared machine.
+The rule never picks bf16 without native support, nor fp16 on a CPU. For
+developers, `TINYFORMER_CPU_BF16=1` (or 0) overrides the CPU-flag detection,
+so a machine without native bf16 can run as if it had it (slowly): the test
+suite uses it to take the bf16 path on every CPU.
+
+The attention backend ("auto", the default `model.backend`) only changes
+speed, so it is measured: `choose_backend` times each backend on the run's
+real shapes and dtype and caches the winner (`tinyformer.choices`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import platform
 import random
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -24,6 +38,7 @@ from tinyformer.errors import UserError
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo names of native bf16 matmul instructions
+CPU_BF16_ENV = "TINYFORMER_CPU_BF16"  # developers: "1" / "0" overrides the CPU-flag detection of native bf16
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -55,6 +70,11 @@ def native_bf16(device: torch.device) -> bool:
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported(including_emulation=False)
     if device.type == "cpu":
+        forced = os.environ.get(CPU_BF16_ENV, "")
+        if forced:
+            if forced not in ("0", "1"):
+                raise UserError(f"{CPU_BF16_ENV}={forced!r} must be 1 (run as if the CPU had native bf16) or 0")
+            return forced == "1"
         return any(flag in cpu_flags() for flag in CPU_BF16_FLAGS)
     return False
 
@@ -85,6 +105,66 @@ def autocast(device: torch.device, precision: str = "fp32") -> contextlib.Abstra
     if precision == "fp32":
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype=DTYPES[precision])
+
+
+@dataclass
+class BackendChoice:
+    """What `model.backend=auto` resolved to, and the evidence: recorded in the run folder, shown by `info`."""
+
+    name: str  # the backend used: "sdpa" or "manual"
+    tokens_per_s: dict[str, float] = field(default_factory=dict)  # each candidate, forward + backward
+    seconds: float = 0.0  # spent measuring (0 when it came from the cache or was given)
+    source: str = "measured"  # "measured", "cache" or "config" (asked for: nothing measured)
+
+    def line(self, resumed: bool = False) -> str:
+        """e.g. "attention: manual 51k tokens/s over sdpa 33k (forward + backward), measured in 1.8 s"."""
+        if self.source == "config":
+            return f"attention: {self.name} (model.backend)"
+        others = sorted((r, n) for n, r in self.tokens_per_s.items() if n != self.name)
+        rates = f"{self.name} {_k(self.tokens_per_s.get(self.name, 0))} tokens/s"
+        rates += "".join(f" over {n} {_k(r)}" for r, n in reversed(others)) + " (forward + backward)"
+        how = {"measured": f"measured in {self.seconds:.1f} s", "cache": "from the cache, measured earlier here"}
+        return f"attention: {rates}, {'as this run recorded it' if resumed else how[self.source]}"
+
+
+def choose_backend(
+    fields: dict,
+    steps: dict[str, Callable[[], int]],
+    *,
+    budget_s: float = 2.0,
+    clock: Callable[[], float] = time.perf_counter,
+) -> BackendChoice:
+    """The fastest attention backend for `fields` (the run's shapes and dtype) on this machine.
+
+    `steps`: backend -> one forward + backward step with it (-> tokens processed). A cached decision for the
+    same machine, torch version, threads and `fields` is used as it is; otherwise each is timed
+    (`tinyformer.choices.measure`) and the winner is cached."""
+    from tinyformer import choices
+
+    key = choices.key_of({"what": "attention backend", **fields, **_machine_key()})
+    hit = choices.lookup(key)
+    if hit is not None and hit["choice"] in steps:
+        return BackendChoice(hit["choice"], dict(hit.get("tokens_per_s", {})), 0.0, "cache")
+    rates, seconds = choices.measure(steps, budget_s=budget_s, clock=clock)
+    best = max(rates, key=rates.get)
+    choices.remember(key, {"choice": best, "tokens_per_s": rates, "fields": fields, "measured": time.time()})
+    return BackendChoice(best, rates, seconds, "measured")
+
+
+def _machine_key() -> dict:
+    cpu = torch.device("cpu")
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {
+        "cpu": _cpu_name(),
+        "bf16": native_bf16(cpu),
+        "gpu": gpu,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+    }
+
+
+def _k(rate: float) -> str:
+    return f"{rate / 1000:,.0f}k" if rate >= 10_000 else f"{rate:,.0f}"
 
 
 def cpu_flags() -> set[str]:

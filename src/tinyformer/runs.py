@@ -27,6 +27,7 @@ from tinyformer.hub import pretrained_folder
 from tinyformer.tasks import Task, get_task
 from tinyformer.train import checkpoint as ckpt
 from tinyformer.train import distributed
+from tinyformer.train.autotune import apply_recorded
 from tinyformer.train.distributed import World
 
 REQUIRED = (ckpt.CONFIG, ckpt.TOKENIZER, ckpt.WEIGHTS, ckpt.STATE)
@@ -183,6 +184,8 @@ def _trainer(config, task_cls, run_dir, tokenizer, resume, progress, world, devi
             f"{describe_precision(trainer.device, config.train.precision)} | "
             f"step {trainer.step}/{config.train.max_iters} | run folder {run_dir}"
         )
+        if trainer.attention is not None:
+            print(trainer.attention.line(resumed=resume))
     return trainer
 
 
@@ -234,6 +237,7 @@ def load_run(path: str | Path, weights: str | None = "best", device: str | torch
         check_memory(4 * parameter_count(task), f"the model in {p / ckpt.CONFIG}", device)
         run.model = task.build_model().to(device)
         ckpt.load_weights(run.model, file)
+        apply_recorded(run.model, state)  # model.backend=auto: the backend its training measured
         run.model.eval()
     return run
 

@@ -22,6 +22,7 @@ CPU = torch.device("cpu")
 
 
 def test_auto_picks_bf16_only_on_a_cpu_with_native_bf16(monkeypatch):
+    monkeypatch.delenv(dev.CPU_BF16_ENV, raising=False)  # the flags decide, not the developers' override
     monkeypatch.setattr(dev, "cpu_flags", lambda: {"avx2", "fma"})
     assert dev.resolve_precision(CPU, "auto") == "fp32"
     assert "no native bf16" in dev.describe_precision(CPU, "auto")

@@ -46,8 +46,8 @@ def test_trainer_overfits_one_batch(tmp_path):
     assert result.best_val < 0.1
 
 
-def make_trainer(text_file, run_dir, resume=False, dropout=0.1, **train):
-    cfg = tiny_run_config(text_file, dropout, **train)
+def make_trainer(text_file, run_dir, resume=False, dropout=0.1, backend="auto", **train):
+    cfg = tiny_run_config(text_file, dropout, backend, **train)
     seed_everything(cfg.train.seed)
     task = GPTTask.prepare(cfg)
     return Trainer(task.build_model(), task, cfg.train, run_dir, resume=resume, progress=False)
@@ -103,9 +103,11 @@ def test_sigint_saves_a_checkpoint_that_resumes_exactly(text_file, tmp_path):
 
 
 def test_gradient_accumulation_matches_a_larger_batch(text_file, tmp_path):
-    # no dropout: its masks differ between one batch of 8 and two of 4
-    big = make_trainer(text_file, tmp_path / "big", dropout=0.0, batch_size=8, max_iters=3)
-    small = make_trainer(text_file, tmp_path / "acc", dropout=0.0, batch_size=4, grad_accum=2, max_iters=3)
+    # no dropout: its masks differ between one batch of 8 and two of 4; fp32 and one backend, pinned:
+    # "auto" may pick bf16 (on a CPU with native bf16) or, for batches of 4 and 8, two backends
+    pin = dict(dropout=0.0, backend="sdpa", precision="fp32", max_iters=3)
+    big = make_trainer(text_file, tmp_path / "big", batch_size=8, **pin)
+    small = make_trainer(text_file, tmp_path / "acc", batch_size=4, grad_accum=2, **pin)
     for t in (big, small):
         t.fit()
     a, b = weights(big), weights(small)

@@ -85,6 +85,7 @@ def add_info(p: argparse.ArgumentParser) -> None:
 
 def cmd_info(a: argparse.Namespace) -> int:
     from tinyformer import config as cfg
+    from tinyformer.device import BackendChoice
     from tinyformer.runs import best_val, load_run
 
     run = load_run(a.run, weights="latest")
@@ -97,6 +98,8 @@ def cmd_info(a: argparse.Namespace) -> int:
     print(
         f"best val {run.task.select} {best_val(run):.4f}; {st['train_seconds']:.0f} s of training{trained_in}, {seen}"
     )
+    if isinstance(st.get("attention"), dict):  # runs before model.backend=auto have no record
+        print(BackendChoice(**st["attention"]).line())
     print("\n# resolved config")
     print(to_toml(cfg.to_dict(run.config)))
     rows = run.task.param_breakdown()

@@ -56,7 +56,7 @@ class ClassifierConfig:
     layer_norm_eps: float = 1e-12  # transformer: epsilon of every LayerNorm (BERT's)
     type_vocab_size: int = 2  # transformer: rows of the segment table (only segment 0 is used)
     pooling: str = "mean"  # transformer: "mean" over real tokens or the "cls" position
-    backend: str = "sdpa"  # transformer: attention backend
+    backend: str = "auto"  # transformer: attention backend, "auto" (measured per run), "sdpa" or "manual"
     attention: str = "softmax"  # transformer: "softmax" or "linear" attention (no weights to view)
     hidden: int = 128  # rnn/lstm/gru: hidden state width (per direction)
     bidirectional: bool = False  # rnn/lstm/gru: also read the text right to left

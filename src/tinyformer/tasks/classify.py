@@ -200,7 +200,8 @@ class ClassifyTask(EncoderTask):
             raise UserError("the text is empty; give the text to label")
         ids, mask = self.tokenizer.batch([text], self.config.data.seq_len)
         with inference(model):
-            probs = model(ids.to(model_device(model)), mask.to(model_device(model))).logits[0].softmax(-1)  # (C,)
+            logits = model(ids.to(model_device(model)), mask.to(model_device(model))).logits[0]  # (C,)
+        probs = logits.float().softmax(-1)  # in fp32 whatever the run's precision: they sum to 1
         return "\n".join(f"{self.config.model.labels[i]:<24} {probs[i]:.4f}" for i in probs.argsort(descending=True))
 
 

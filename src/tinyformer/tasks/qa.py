@@ -293,8 +293,8 @@ def span_probability(window, start: torch.Tensor, end: torch.Tensor, a) -> float
     valid = torch.tensor([o is not None for o in window.offsets])  # (T,)
     s = next(i for i, o in enumerate(window.offsets) if o is not None and o[0] == a.start)
     e = next(i for i, o in enumerate(window.offsets) if o is not None and o[1] == a.end and i >= s)
-    ps = start.masked_fill(~valid, float("-inf")).softmax(-1)  # (T,)
-    pe = end.masked_fill(~valid, float("-inf")).softmax(-1)  # (T,)
+    ps = start.float().masked_fill(~valid, float("-inf")).softmax(-1)  # (T,), fp32 under any autocast
+    pe = end.float().masked_fill(~valid, float("-inf")).softmax(-1)  # (T,)
     return float(ps[s] * pe[e])
 
 
@@ -306,8 +306,8 @@ def plot_span(task: QATask, model: nn.Module, e: QAExample, png: Path) -> Path:
     starts, ends, _ = task.logits(model, [w])
     tokens = task.tokenizer.hf.id_to_token
     valid = torch.tensor([o is not None for o in w.offsets])
-    ps = starts[0].masked_fill(~valid, float("-inf")).softmax(-1)
-    pe = ends[0].masked_fill(~valid, float("-inf")).softmax(-1)
+    ps = starts[0].float().masked_fill(~valid, float("-inf")).softmax(-1)
+    pe = ends[0].float().masked_fill(~valid, float("-inf")).softmax(-1)
     labels = [tokens(i) for i in w.input_ids]
     title = f"{e.question}  (gold: {e.answers[0][0]})"
     return plot_span_probabilities(labels, ps.tolist(), pe.tolist(), (w.start, w.end), png, title)

@@ -3,9 +3,11 @@
 The Trainer owns optimisation (AdamW, fused where the build has it; decay on
 matrices only), the learning-rate schedule, gradient clipping and accumulation,
 mixed precision (`train.precision`: bf16 autocast where the hardware has it,
-fp16 with a gradient scaler), evaluation, logging (progress bar, metrics.jsonl,
-loss.png, optional TensorBoard), checkpoints and exact resume. It knows nothing
-about any model: a task object supplies batches, the loss and the evaluation.
+fp16 with a gradient scaler), the attention backend where the model leaves it
+to the machine (`model.backend=auto`: measured, `tinyformer.train.autotune`),
+evaluation, logging (progress bar, metrics.jsonl, loss.png, optional
+TensorBoard), checkpoints and exact resume. It knows nothing about any model:
+a task object supplies batches, the loss and the evaluation.
 
 A run stopped by Ctrl-C (SIGINT) or SIGTERM saves its state at the next step
 boundary; resuming it gives the same weights as a run that was never stopped,
@@ -22,6 +24,7 @@ rank 0 alone writes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import math
@@ -39,8 +42,8 @@ from tinyformer.config import TrainConfig
 from tinyformer.device import autocast, configure, inference, pick_device, resolve_precision
 from tinyformer.files import atomic_write, make_dir
 from tinyformer.plots import plot_losses
+from tinyformer.train import autotune, distributed, guard
 from tinyformer.train import checkpoint as ckpt
-from tinyformer.train import distributed, guard
 from tinyformer.train.distributed import World
 from tinyformer.train.metrics import MetricsLog
 from tinyformer.train.optim import make_optimizer, to_device
@@ -108,8 +111,8 @@ class Trainer:
         self.diverged = ""  # the diagnosis once a step's loss or gradient norm is not finite
         self._stop = False  # every rank agrees on it after each step (a signal reached some rank)
         self.log = MetricsLog(self.run_dir, config.tensorboard)  # checks tensorboard on every rank alike
-        if resume:
-            self._load()
+        recorded = self._load() if resume else None
+        self.attention = autotune.resolve(self, recorded)  # the backend chosen (None: no attention layers)
 
     # ---- the loop ------------------------------------------------------------
     def fit(self, until: int | None = None) -> FitResult:
@@ -258,14 +261,18 @@ class Trainer:
             "rng": rng,
             "precision": self.precision,  # what train.precision resolved to here (for `info`)
         }
+        if self.attention is not None:  # the attention backend and why (for `info`, resume and `load_run`)
+            state["attention"] = dataclasses.asdict(self.attention)
         if self.scaler is not None:
             state["grad_scaler"] = self.scaler.state_dict()
         ckpt.save_weights(self.model, self.run_dir / ckpt.WEIGHTS, step=self.step)  # the step, in both files:
         ckpt.save_state(state, self.run_dir / ckpt.STATE)  # a kill between the two writes is caught on resume
         plot_losses(ckpt.read_metrics(self.run_dir / ckpt.METRICS), self.run_dir / ckpt.LOSS_PNG, self.run_dir.name)
 
-    def _load(self) -> None:
-        """Everything a resumed run needs, checked before anything is changed (a bad file is a UserError)."""
+    def _load(self) -> dict | None:
+        """Everything a resumed run needs, checked before anything is changed (a bad file is a UserError).
+
+        -> the attention backend the run recorded (None if it has none)."""
         state = ckpt.load_trainer_state(self.run_dir)  # also checks it is from the same step as the weights
         ckpt.load_weights(self.model, self.run_dir / ckpt.WEIGHTS)
         ckpt.restore(self.run_dir / ckpt.STATE, lambda: self.optimizer.load_state_dict(state["optimizer"]))
@@ -277,11 +284,11 @@ class Trainer:
             torch.cuda.set_rng_state(state["rng"]["cuda"], self.device)
         self.step, self.best_val = state["step"], state["best_val"]
         self.train_seconds, self.tokens_seen = state["train_seconds"], state["tokens_seen"]
-        if not self.world.main:
-            return
-        rows = [r for r in ckpt.read_metrics(self.run_dir / ckpt.METRICS) if r["step"] <= self.step]
-        text = "".join(json.dumps(r) + "\n" for r in rows)  # drop rows past the checkpoint
-        atomic_write(self.run_dir / ckpt.METRICS, lambda t: t.write_text(text))
+        if self.world.main:
+            rows = [r for r in ckpt.read_metrics(self.run_dir / ckpt.METRICS) if r["step"] <= self.step]
+            text = "".join(json.dumps(r) + "\n" for r in rows)  # drop rows past the checkpoint
+            atomic_write(self.run_dir / ckpt.METRICS, lambda t: t.write_text(text))
+        return state.get("attention")
 
     # ---- signals and progress ---------------------------------------------------
     @contextlib.contextmanager

@@ -1,0 +1,103 @@
+"""`model.backend=auto`: each run's attention backend, chosen by timing the run's own training step.
+
+Before the first step the Trainer times a forward and backward of one real batch (its shapes, its dtype
+under autocast) with each backend (`tinyformer.device.choose_backend`, cached per machine), keeps the
+fastest and records it in trainer_state.pt. A resumed run reuses its record, so it computes exactly as
+before; `load_run` applies it too. An explicit `sdpa` or `manual` is used as it is and times nothing.
+
+The measurement leaves no trace in training: it draws its batch from a generator of its own, restores the
+global RNG afterwards (dropout), and drops the gradients it made. Under torchrun every rank measures and
+all use rank 0's choice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from torch import nn
+
+from tinyformer.attention.multihead import MultiHeadAttention, set_backend
+from tinyformer.device import BackendChoice, autocast, choose_backend
+from tinyformer.train import distributed
+from tinyformer.train.optim import to_device
+
+CANDIDATES = ("sdpa", "manual")
+
+
+def asked_backend(model: nn.Module) -> str | None:
+    """The backend the model was built with ("auto", "sdpa", "manual"); None without softmax attention."""
+    found = {m.backend for m in model.modules() if isinstance(m, MultiHeadAttention) and m.kind == "softmax"}
+    return found.pop() if len(found) == 1 else ("auto" if found else None)
+
+
+def resolve(trainer, recorded: dict | None = None) -> BackendChoice | None:
+    """Set the backend of every attention layer of `trainer.model` -> the choice (None: no attention)."""
+    model, asked = trainer.model, asked_backend(trainer.model)
+    if asked is None:
+        return None
+    if asked != "auto":
+        return BackendChoice(asked, source="config")
+    if recorded and recorded.get("name") in CANDIDATES:
+        choice = BackendChoice(**recorded)  # kept as it was recorded: `info` says how it was made
+    else:
+        choice = _measure(trainer)
+        choice.name = distributed.broadcast(choice.name, trainer.world)  # one backend on every rank
+    set_backend(model, choice.name)
+    return choice
+
+
+def apply_recorded(model: nn.Module, state: dict | None) -> None:
+    """A loaded run whose attention is "auto" computes with the backend its training chose."""
+    name = ((state or {}).get("attention") or {}).get("name")
+    if asked_backend(model) == "auto" and name in CANDIDATES:
+        set_backend(model, name)
+
+
+def _measure(trainer) -> BackendChoice:
+    task, model, device = trainer.task, trainer.model, trainer.device
+    batch = to_device(task.train_batch(trainer.c.batch_size, torch.Generator().manual_seed(0)), device)
+
+    def step(name: str):
+        def run() -> int:
+            set_backend(model, name)
+            with autocast(device, trainer.precision):
+                loss, _ = task.training_step(model, batch)
+            loss.backward()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            return task.batch_tokens(batch)
+
+        return run
+
+    fields = {"model": _describe(model), "batch": _shapes(batch), "precision": trainer.precision, "device": device.type}
+    rng = torch.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+    was_training = model.training
+    model.train()
+    try:
+        return choose_backend(fields, {name: step(name) for name in CANDIDATES})
+    finally:
+        model.train(was_training)
+        model.zero_grad(set_to_none=True)
+        torch.set_rng_state(rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state(cuda_rng, device)
+
+
+def _describe(model: nn.Module) -> dict:
+    """What decides the speed of a model: its class and config (or its parameter shapes, lacking a config)."""
+    config = getattr(model, "config", None)
+    if dataclasses.is_dataclass(config):
+        return {"class": type(model).__name__, **dataclasses.asdict(config)}
+    return {"class": type(model).__name__, **{n: list(p.shape) for n, p in model.named_parameters()}}
+
+
+def _shapes(batch) -> list:
+    if isinstance(batch, torch.Tensor):
+        return [list(batch.shape), str(batch.dtype)]
+    if isinstance(batch, (list, tuple)):
+        return [_shapes(b) for b in batch]
+    if isinstance(batch, dict):
+        return {k: _shapes(v) for k, v in sorted(batch.items())}
+    return repr(batch)

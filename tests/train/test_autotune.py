@@ -1,0 +1,89 @@
+"""model.backend=auto: the Trainer measures once, records the choice, and the measurement changes nothing else."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.conftest import tiny_run_config
+from tests.train.test_trainer import make_trainer, weights
+from tinyformer import choices
+from tinyformer.attention.multihead import MultiHeadAttention
+from tinyformer.cli import main
+from tinyformer.runs import load_run, train_run
+from tinyformer.tasks import GPTTask
+from tinyformer.train import checkpoint as ckpt
+
+
+def backends(model) -> set[str]:
+    return {m.backend for m in model.modules() if isinstance(m, MultiHeadAttention)}
+
+
+def fake_measure(winner: str, calls: list):
+    def measure(steps, **_):
+        calls.append(sorted(steps))
+        for run in steps.values():
+            assert run() > 0  # the real step runs: a forward and backward of one batch
+        return {name: (2.0e4 if name == winner else 1.0e4) for name in steps}, 0.25
+
+    return measure
+
+
+def refuse(*_, **__):
+    raise AssertionError("nothing may be timed here")
+
+
+@pytest.fixture
+def empty_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(choices.CACHE_ENV, str(tmp_path / "cache"))
+
+
+def test_an_explicit_backend_times_nothing(text_file, tmp_path, monkeypatch):
+    monkeypatch.setattr(choices, "measure", refuse)
+    for name in ("sdpa", "manual"):
+        t = make_trainer(text_file, tmp_path / name, backend=name)
+        assert (t.attention.name, t.attention.source) == (name, "config") and backends(t.model) == {name}
+
+
+@pytest.mark.parametrize("winner", ["manual", "sdpa"])
+def test_auto_measures_once_records_the_choice_and_everything_after_reuses_it(
+    text_file, tmp_path, monkeypatch, capsys, empty_cache, winner
+):
+    calls = []
+    monkeypatch.setattr(choices, "measure", fake_measure(winner, calls))
+    config = tiny_run_config(text_file, max_iters=4)
+    train_run(config, GPTTask, tmp_path / "run", progress=False)
+    assert calls == [["manual", "sdpa"]]
+    out = capsys.readouterr().out
+    assert f"attention: {winner} 20k tokens/s over {'sdpa' if winner == 'manual' else 'manual'} 10k" in out
+    state = ckpt.load_state(tmp_path / "run" / ckpt.STATE)
+    assert state["attention"]["name"] == winner and state["attention"]["source"] == "measured"
+    monkeypatch.setattr(choices, "measure", refuse)
+    assert backends(load_run(tmp_path / "run").model) == {winner}  # sample, eval, views: the same backend
+    assert main(["info", str(tmp_path / "run")]) == 0
+    assert f"attention: {winner} 20k tokens/s" in capsys.readouterr().out
+    config.train.max_iters = 6  # resumed: the recorded backend, nothing timed
+    tokenizer = GPTTask.load_tokenizer(tmp_path / "run" / ckpt.TOKENIZER)
+    result, trainer = train_run(config, GPTTask, tmp_path / "run", tokenizer, resume=True, progress=False)
+    assert (
+        result.step == 6
+        and backends(trainer.model) == {winner}
+        and "as this run recorded it" in capsys.readouterr().out
+    )
+    assert ckpt.load_state(tmp_path / "run" / ckpt.STATE)["attention"] == state["attention"]
+    # a new run of the same shapes: the cache answers
+    capsys.readouterr()
+    train_run(tiny_run_config(text_file, max_iters=2), GPTTask, tmp_path / "again", progress=False)
+    assert f"attention: {winner} 20k tokens/s" in (out := capsys.readouterr().out) and "from the cache" in out
+    assert ckpt.load_state(tmp_path / "again" / ckpt.STATE)["attention"]["source"] == "cache"
+
+
+def test_measuring_leaves_no_trace_in_training(text_file, tmp_path, empty_cache):
+    """Dropout on: a run that measured its backend trains exactly like one that was given the same backend."""
+    measured = make_trainer(text_file, tmp_path / "measured", dropout=0.1)  # seeds the global RNG, then measures
+    assert measured.attention.source == "measured" and measured.attention.seconds > 0
+    assert measured.fit().status == "finished"
+    given = make_trainer(text_file, tmp_path / "given", dropout=0.1, backend=measured.attention.name)
+    assert given.fit().status == "finished"
+    a, b = weights(measured), weights(given)
+    assert all(torch.equal(a[k], b[k]) for k in a)
