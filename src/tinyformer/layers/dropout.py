@@ -29,7 +29,8 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_()  # bits 0..62 random
     slices = words.view(torch.int16)[:n] & (LEVELS - 1)  # 4 independent 15-bit numbers per word
     keep = (slices >= round(p * LEVELS)).view(x.shape)
-    return x * keep.to(x.dtype).mul_(1.0 / (1.0 - p))
+    scale, zero = (torch.full((), v, dtype=x.dtype, device=x.device) for v in (1.0 / (1.0 - p), 0.0))
+    return x * torch.where(keep, scale, zero)  # the mask made in x's dtype in one pass
 
 
 class Dropout(nn.Dropout):
