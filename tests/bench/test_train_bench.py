@@ -37,3 +37,15 @@ def test_machine_line_reads_native_bf16_from_the_flags(monkeypatch, flags, words
 
     monkeypatch.setattr(device, "cpu_flags", lambda: flags)
     assert words in train.machine_line()
+
+
+def test_the_one_line_autocast_reference_runs_in_bf16_and_is_measured_only_where_bf16_is_native(text_file, monkeypatch):
+    from tinyformer import device
+
+    r = train.worker("reference+bf16", 2, str(text_file))
+    assert set(r) == KEYS and r["precision"] == "bf16" and 2.0 < r["loss"] < 4.5
+    monkeypatch.delenv(device.CPU_BF16_ENV, raising=False)
+    monkeypatch.setattr(device, "cpu_flags", lambda: {"avx2"})
+    assert train.impls_here() == ("reference", "tinyformer", "tinyformer+ckpt")
+    monkeypatch.setattr(device, "cpu_flags", lambda: {"avx2", "avx512_bf16"})
+    assert train.impls_here() == train.IMPLS

@@ -8,7 +8,9 @@ on the recipe (or `--config`), evaluating at its own `eval_interval` and writing
 Each side stops at exact match >= 0.99 or after `max_epochs`. Per side: the training time of each whole
 epoch (evaluation excluded), and the time to the target = training + evaluation time up to the first
 evaluation that reaches it (ours' checkpoint writes excluded; the wall time including them is kept too).
-The two alternate, each in a fresh process; ratios are medians of the per-pair ratios.
+The two alternate, each in a fresh process; ratios are medians of the per-pair ratios. Where the CPU
+multiplies bf16 natively, a third side runs the chapter's loop with one line added, `torch.autocast` in
+bf16 around its training step and its greedy evaluation ("reference+bf16").
 
     tinyformer bench reverse [--repeats 3] [--max-epochs 15] [--config configs/reverse.toml]
     python -m tinyformer.bench.reverse --impl reference --max-epochs 15   # one worker: one JSON line
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-IMPLS = ("reference", "tinyformer")
+IMPLS = ("reference", "reference+bf16", "tinyformer")
 TARGET = 0.99  # greedy exact match on the held-out pairs
 REFERENCE = "the course's chapter-20 encoder-decoder (fp32)"
 
@@ -108,8 +110,9 @@ class Record:
         }
 
 
-def _reference(config, max_epochs: int) -> dict:
-    """The chapter's loop: an epoch over the DataLoader, then greedy exact match on the held-out pairs."""
+def _reference(config, max_epochs: int, bf16: bool = False) -> dict:
+    """The chapter's loop: an epoch over the DataLoader, then greedy exact match on the held-out pairs;
+    `bf16`: the loop under one `torch.autocast` line, as a learner would add it."""
     from tinyformer.bench import reference as ch
     from tinyformer.tasks import ReverseTask
 
@@ -120,24 +123,26 @@ def _reference(config, max_epochs: int) -> dict:
     model = ch.ChapterSeq2Seq(m.vocab_size, m.n_embd, m.n_head, m.d_ff, layers, m.dropout)
     opt, schedule = ch.chapter_optimizer(model, m.n_embd, c.warmup_iters)
     loader = ch.chapter_loader(*task.train, batch_size=c.batch_size)
-    record, epochs, train_s = Record("reference", len(loader)), [], 0.0
+    record, epochs, train_s = Record("reference+bf16" if bf16 else "reference", len(loader)), [], 0.0
     for epoch in range(1, max_epochs + 1):
         model.train()
         t0 = time.perf_counter()
         for src, tgt in loader:
-            loss = ch.chapter_loss(model, src, tgt)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            schedule.step()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = ch.chapter_loss(model, src, tgt)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                schedule.step()
         epochs.append(time.perf_counter() - t0)
         train_s += epochs[-1]
         model.eval()
         t0 = time.perf_counter()
-        exact = ch.greedy_exact_match(model, *task.val)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            exact = ch.greedy_exact_match(model, *task.val)
         if record.add(epoch * len(loader), train_s, time.perf_counter() - t0, exact):
             break
-    return record.result(epochs, "fp32")
+    return record.result(epochs, "bf16" if bf16 else "fp32")
 
 
 def _tinyformer(config, max_epochs: int) -> dict:
@@ -168,7 +173,9 @@ def _tinyformer(config, max_epochs: int) -> dict:
 def worker(impl: str, max_epochs: int, path: str | None = None, precision: str | None = None, **shrink) -> dict:
     """One side, trained in this process -> the JSON `Record.result` describes."""
     ours, ref = configs(path, precision, **shrink)
-    return _reference(ref, max_epochs) if impl == "reference" else _tinyformer(ours, max_epochs)
+    if impl.startswith("reference"):
+        return _reference(ref, max_epochs, bf16=impl == "reference+bf16")
+    return _tinyformer(ours, max_epochs)
 
 
 def _spawn(impl: str, max_epochs: int, path: str | None, precision: str | None) -> dict:
@@ -209,19 +216,23 @@ def _ratio(ours: float | None, ref: float | None) -> float | None:
     return ours / ref if ours and ref else None
 
 
-def _print_pairs(rows: list[dict]) -> None:
-    head = f"{'ref s/epoch':>12} {'ours s/epoch':>13} {'ratio':>7} {'ref to 0.99':>17} {'ours to 0.99':>17}"
-    print(f"\n{'pair':>4} {head}")
+def _print_pairs(rows: list[dict], refs: tuple[str, ...]) -> None:
+    head = "".join(f" {ref + ' s/epoch':>20}" for ref in refs) + f" {'ours s/epoch':>13}"
+    head += "".join(f" {'/ ' + ref:>17}" for ref in refs)
+    head += "".join(f" {ref + ' to 0.99':>26}" for ref in refs) + f" {'ours to 0.99':>17}"
+    print(f"\n{'pair':>4}{head}")
     for i, r in enumerate(rows):
-        ref, ours = r["reference"], r["tinyformer"]
-        ratio = _ratio(ours["epoch_s"], ref["epoch_s"])
-        shown = f"{ratio:>6.3f}x" if ratio else f"{'-':>7}"
-        epochs = f"{ref['epoch_s'] or 0:>12.1f} {ours['epoch_s'] or 0:>13.1f}"
-        print(f"{i + 1:>4} {epochs} {shown} {_cell(ref):>17} {_cell(ours):>17}")
+        ours = r["tinyformer"]
+        cells = "".join(f" {r[ref]['epoch_s'] or 0:>20.1f}" for ref in refs) + f" {ours['epoch_s'] or 0:>13.1f}"
+        for ref in refs:
+            ratio = _ratio(ours["epoch_s"], r[ref]["epoch_s"])
+            cells += f" {ratio:>16.3f}x" if ratio else f" {'-':>17}"
+        cells += "".join(f" {_cell(r[ref]):>26}" for ref in refs) + f" {_cell(ours):>17}"
+        print(f"{i + 1:>4}{cells}")
 
 
-def _median_ratio(rows: list[dict], key: str) -> float | None:
-    ratios = [_ratio(r["tinyformer"][key], r["reference"][key]) for r in rows]
+def _median_ratio(rows: list[dict], key: str, ref: str = "reference") -> float | None:
+    ratios = [_ratio(r["tinyformer"][key], r[ref][key]) for r in rows]
     ratios = [x for x in ratios if x is not None]
     return statistics.median(ratios) if ratios else None
 
@@ -233,20 +244,29 @@ def _times(ratio: float | None) -> str:
 def run_reverse_benchmark(
     repeats: int = 3, max_epochs: int = 15, path: str | None = None, precision: str | None = None
 ) -> dict:
-    """Alternate the two sides `repeats` times, print the comparison, return the figures."""
+    """Alternate the sides `repeats` times, print the comparison, return the figures."""
     from tqdm import tqdm
 
+    from tinyformer.device import native_bf16
+
     ours, ref = configs(path, precision)  # a bad preset fails here, before minutes of training
+    impls = tuple(i for i in IMPLS if i != "reference+bf16" or native_bf16(torch.device("cpu")))
+    refs = tuple(i for i in impls if i.startswith("reference"))
     _print_header(ours, ref, path, max_epochs, repeats)
     rows = [
-        {impl: _spawn(impl, max_epochs, path, precision) for impl in IMPLS}
+        {impl: _spawn(impl, max_epochs, path, precision) for impl in impls}
         for _ in tqdm(range(repeats), desc="bench reverse", unit="pair")
     ]
-    _print_pairs(rows)
-    per_epoch, to_target = _median_ratio(rows, "epoch_s"), _median_ratio(rows, "to_target_s")
-    print(f"\nmedian of the per-pair ratios tinyformer/reference: training time per epoch {_times(per_epoch)}")
-    print(f"time to exact match >= {TARGET} (training + evaluation time): {_times(to_target)}")
-    for impl in IMPLS:
+    _print_pairs(rows, refs)
+    figures = {"reference": REFERENCE, "config": path or "configs/reverse.toml", "pairs": rows}
+    print()
+    for r in refs:
+        per_epoch, to_target = _median_ratio(rows, "epoch_s", r), _median_ratio(rows, "to_target_s", r)
+        print(f"median of the per-pair ratios tinyformer/{r}: training time per epoch {_times(per_epoch)}")
+        print(f"  time to exact match >= {TARGET} (training + evaluation time): {_times(to_target)}")
+        suffix = "" if r == "reference" else "_bf16"
+        figures |= {f"ratio_epoch_time{suffix}": per_epoch, f"ratio_time_to_target{suffix}": to_target}
+    for impl in impls:
         done = [r[impl] for r in rows if r[impl]["reached"]]
         if done:
             split = {k: statistics.median(x[k] for x in done) for k in ("train_s", "eval_s", "wall_s")}
@@ -254,13 +274,7 @@ def run_reverse_benchmark(
                 f"  {impl}: median {split['train_s']:.1f} s training + {split['eval_s']:.1f} s evaluation; "
                 f"wall time with everything else (ours: checkpoints at each evaluation) {split['wall_s']:.1f} s"
             )
-    return {
-        "reference": REFERENCE,
-        "config": path or "configs/reverse.toml",
-        "ratio_epoch_time": per_epoch,
-        "ratio_time_to_target": to_target,
-        "pairs": rows,
-    }
+    return figures
 
 
 def _main() -> None:

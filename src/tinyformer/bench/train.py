@@ -1,7 +1,11 @@
 """Training throughput of the seed recipe: tinyformer's Trainer vs the course lab's MiniGPT.
 
 The reference is the lab's own model and loop (`tinyformer.bench.reference.LabGPT`,
-AdamW with its defaults, fp32), fed the same batches from the same seed.
+AdamW with its defaults, fp32), fed the same batches from the same seed. Where the
+device multiplies bf16 natively, a second reference runs the same code with the one
+line a learner would add, `torch.autocast(..., dtype=torch.bfloat16)` around forward,
+backward and step ("reference+bf16"): on such machines the ratio against it is the
+headline, beside the fp32 one.
 Each measurement runs in a fresh process (so its peak RSS is its own), and the
 two implementations alternate (reference, tinyformer, reference, ...) so that
 noise on a shared machine hits both alike. Per measurement: the median step
@@ -9,7 +13,7 @@ time over `iters` steps after `warmup` untimed ones -> tokens per second, and
 the mean train loss of the last timed steps, which shows that the two did
 comparable work ("at equal loss"). Reported: per-pair ratios and their median,
 peak RSS and MFU. `--precision` applies to tinyformer (`train.precision`); the
-lab's model always runs in fp32, as the lab writes it.
+lab's model runs in fp32, as the lab writes it (and in bf16 autocast as "reference+bf16").
 
     tinyformer bench train [--iters 40] [--repeats 3] [--precision auto]
     python -m tinyformer.bench.train --impl tinyformer --iters 40   # one worker
@@ -29,10 +33,11 @@ from pathlib import Path
 
 import torch
 
-IMPLS = ("reference", "tinyformer", "tinyformer+ckpt")  # +ckpt: model.grad_checkpoint=true
+IMPLS = ("reference", "reference+bf16", "tinyformer", "tinyformer+ckpt")  # +ckpt: model.grad_checkpoint=true
 WARMUP = 5
 LOSS_WINDOW = 10  # the last timed steps whose mean train loss is reported
 REFERENCE = "the course lab's MiniGPT (fp32)"
+REFERENCE_BF16 = "the same code with one line, torch.autocast(dtype=torch.bfloat16), around forward, backward, step"
 
 
 def _seed_recipe(precision: str = "auto", data: str | None = None, device: str = "cpu"):
@@ -63,8 +68,9 @@ def _measure_tinyformer(config, iters: int) -> tuple[list[float], list[float]]:
     return trainer.step_seconds[WARMUP:], losses[WARMUP:]
 
 
-def _measure_reference(config, iters: int) -> tuple[list[float], list[float]]:
-    """-> (seconds, train loss) of each timed step of the lab's loop, on the Trainer's batches."""
+def _measure_reference(config, iters: int, bf16: bool = False) -> tuple[list[float], list[float]]:
+    """-> (seconds, train loss) of each timed step of the lab's loop, on the Trainer's batches; `bf16`: the
+    loop's body under one `torch.autocast` line, as a learner would add it."""
     from tinyformer.bench.reference import LabGPT, lab_optimizer
     from tinyformer.tasks import GPTTask
 
@@ -79,10 +85,11 @@ def _measure_reference(config, iters: int) -> tuple[list[float], list[float]]:
     for _ in range(WARMUP + iters):
         t0 = time.perf_counter()
         x, y = (t.to(device) for t in task.train_batch(c.batch_size, g))
-        loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            loss = model(x, y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())
     return times[WARMUP:], losses[WARMUP:]
@@ -94,15 +101,18 @@ def worker(impl: str, iters: int, data: str | None, precision: str = "auto", dev
 
     config = _seed_recipe(precision, data, device)
     config.model.grad_checkpoint = impl == "tinyformer+ckpt"
-    measure = _measure_reference if impl == "reference" else _measure_tinyformer
-    times, losses = measure(config, iters)
+    if impl.startswith("reference"):
+        times, losses = _measure_reference(config, iters, bf16=impl == "reference+bf16")
+    else:
+        times, losses = _measure_tinyformer(config, iters)
     tokens = config.train.batch_size * config.model.block_size
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
     return {
         "impl": impl,
         "tokens_per_s": tokens / statistics.median(times),
         "loss": statistics.fmean(losses[-LOSS_WINDOW:]),
-        "precision": "fp32" if impl == "reference" else resolve_precision(torch.device(device), precision),
+        "precision": {"reference": "fp32", "reference+bf16": "bf16"}.get(impl)
+        or resolve_precision(torch.device(device), precision),
         "peak_rss_mb": rss_mb,
     }
 
@@ -174,7 +184,14 @@ def flops_per_token(config) -> float:
     return 6 * (param_count(m) - tables) + 12 * m.n_layer * m.n_embd * m.block_size
 
 
-def _print_header(c, iters: int, repeats: int) -> None:
+def impls_here(device: str = "cpu") -> tuple[str, ...]:
+    """The implementations measured on `device`: "reference+bf16" only where it multiplies bf16 natively."""
+    from tinyformer.device import native_bf16
+
+    return tuple(i for i in IMPLS if i != "reference+bf16" or native_bf16(torch.device(device)))
+
+
+def _print_header(c, iters: int, repeats: int, impls: tuple[str, ...]) -> None:
     from tinyformer.device import describe_precision
 
     print(
@@ -183,22 +200,29 @@ def _print_header(c, iters: int, repeats: int) -> None:
         f"{iters} timed steps after {WARMUP} warm-up, {repeats} alternating repeats, same seed and batches"
     )
     print(f"reference: {REFERENCE}: masked_fill causal attention, AdamW(lr=3e-4) with its defaults")
+    if "reference+bf16" in impls:
+        print(f"reference+bf16: {REFERENCE_BF16} (this device multiplies bf16 natively)")
+    else:
+        print("reference+bf16: not measured (no native bf16 here: autocast would emulate it)")
     where = torch.device(c.train.device)
     precision = describe_precision(where, c.train.precision)
-    print(f"tinyformer: its Trainer on the seed recipe on {where.type} in {precision}")
+    print(f"tinyformer: its Trainer on the seed recipe on {where.type} in {precision}, model.backend={c.model.backend}")
     print(machine_line())
 
 
-def _print_pairs(rows: list[dict]) -> None:
-    head = f"{'reference tok/s':>16} {'tinyformer tok/s':>17} {'ratio':>7} {'ref loss':>9} {'our loss':>9}"
-    print(f"\n{'pair':>4} {head}")
+def _ratios(rows: list[dict], ref: str) -> list[float]:
+    return [r["tinyformer"]["tokens_per_s"] / r[ref]["tokens_per_s"] for r in rows if ref in r]
+
+
+def _print_pairs(rows: list[dict], refs: tuple[str, ...]) -> None:
+    head = "".join(f" {ref + ' tok/s':>20}" for ref in refs) + f" {'tinyformer tok/s':>17}"
+    head += "".join(f" {'/ ' + ref:>17}" for ref in refs) + f" {'ref loss':>9} {'our loss':>9}"
+    print(f"\n{'pair':>4}{head}")
     for i, r in enumerate(rows):
-        ref, ours = r["reference"], r["tinyformer"]
-        ratio = ours["tokens_per_s"] / ref["tokens_per_s"]
-        print(
-            f"{i + 1:>4} {ref['tokens_per_s']:>16,.0f} {ours['tokens_per_s']:>17,.0f} {ratio:>6.3f}x "
-            f"{ref['loss']:>9.4f} {ours['loss']:>9.4f}"
-        )
+        ours = r["tinyformer"]
+        cells = "".join(f" {r[ref]['tokens_per_s']:>20,.0f}" for ref in refs) + f" {ours['tokens_per_s']:>17,.0f}"
+        cells += "".join(f" {ours['tokens_per_s'] / r[ref]['tokens_per_s']:>16.3f}x" for ref in refs)
+        print(f"{i + 1:>4}{cells} {r['reference']['loss']:>9.4f} {ours['loss']:>9.4f}")
 
 
 def run_benchmark(
@@ -210,18 +234,22 @@ def run_benchmark(
     from tinyformer.tasks import GPTTask
 
     c = GPTTask.prepare(_seed_recipe(precision, data, device)).config  # fitted: the vocabulary is known
-    _print_header(c, iters, repeats)
+    impls = impls_here(device)
+    refs = tuple(i for i in impls if i.startswith("reference"))
+    _print_header(c, iters, repeats, impls)
     rows = []
     for _ in tqdm(range(repeats), desc="bench", unit="pair"):
-        rows.append({impl: _spawn(impl, iters, data, precision, device) for impl in IMPLS})
-    _print_pairs(rows)
-    med = {impl: statistics.median(r[impl]["tokens_per_s"] for r in rows) for impl in IMPLS}
+        rows.append({impl: _spawn(impl, iters, data, precision, device) for impl in impls})
+    _print_pairs(rows, refs)
+    med = {impl: statistics.median(r[impl]["tokens_per_s"] for r in rows) for impl in impls}
     loss = {impl: statistics.median(r[impl]["loss"] for r in rows) for impl in ("reference", "tinyformer")}
-    ratio = statistics.median(r["tinyformer"]["tokens_per_s"] / r["reference"]["tokens_per_s"] for r in rows)
-    rss = {impl: max(r[impl]["peak_rss_mb"] for r in rows) for impl in IMPLS}
+    ratio = {ref: statistics.median(_ratios(rows, ref)) for ref in refs}
+    rss = {impl: max(r[impl]["peak_rss_mb"] for r in rows) for impl in impls}
     ours = rows[0]["tinyformer"]["precision"]
-    print(f"\nmedian tokens/s: reference {med['reference']:,.0f}, tinyformer ({ours}) {med['tinyformer']:,.0f}")
-    print(f"median of the per-pair ratios tinyformer/reference: {ratio:.3f}x")
+    print("\nmedian tokens/s: " + ", ".join(f"{i} {med[i]:,.0f}" for i in impls) + f" (tinyformer in {ours})")
+    for ref in refs:
+        head = "headline: " if ref == "reference+bf16" else ""
+        print(f"{head}median of the per-pair ratios tinyformer/{ref}: {ratio[ref]:.3f}x")
     print(
         f"mean train loss of the last {min(LOSS_WINDOW, iters)} timed steps (median over pairs): "
         f"reference {loss['reference']:.4f}, tinyformer {loss['tinyformer']:.4f}"
@@ -236,8 +264,9 @@ def run_benchmark(
         "precision": ours,
         "tokens_per_s": med,
         "loss": loss,
-        "ratio_tinyformer_over_reference": ratio,
-        "pair_ratios": [r["tinyformer"]["tokens_per_s"] / r["reference"]["tokens_per_s"] for r in rows],
+        "ratio_tinyformer_over_reference": ratio["reference"],
+        "ratio_tinyformer_over_reference_bf16": ratio.get("reference+bf16"),
+        "pair_ratios": {ref: _ratios(rows, ref) for ref in refs},
         "peak_rss_mb": rss,
         **_mfu(c, med["tinyformer"], ours),
     }
