@@ -53,7 +53,7 @@ def test_auto_measures_once_records_the_choice_and_everything_after_reuses_it(
     monkeypatch.setattr(choices, "measure", fake_measure(winner, calls))
     config = tiny_run_config(text_file, max_iters=4)
     train_run(config, GPTTask, tmp_path / "run", progress=False)
-    assert calls == [["manual", "sdpa"]]
+    assert calls == [["manual", "sdpa"]] * 2  # training's choice, then generation's (sample.txt)
     out = capsys.readouterr().out
     assert f"attention: {winner} 20k tokens/s over {'sdpa' if winner == 'manual' else 'manual'} 10k" in out
     state = ckpt.load_state(tmp_path / "run" / ckpt.STATE)
@@ -87,3 +87,19 @@ def test_measuring_leaves_no_trace_in_training(text_file, tmp_path, empty_cache)
     assert given.fit().status == "finished"
     a, b = weights(measured), weights(given)
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("winner", ["manual", "sdpa"])
+def test_generation_measures_its_own_backend_for_one_token_steps(tiny_gpt_config, monkeypatch, empty_cache, winner):
+    from tinyformer.generate.sampling import choose_decode_backend, generate
+    from tinyformer.models.gpt import GPTConfig, MiniGPT
+
+    calls = []
+    monkeypatch.setattr(choices, "measure", fake_measure(winner, calls))
+    model = MiniGPT(GPTConfig(**{**tiny_gpt_config.__dict__, "backend": "auto"})).eval()
+    assert choose_decode_backend(model, 16).name == winner and backends(model) == {winner} and len(calls) == 1
+    monkeypatch.setattr(choices, "measure", refuse)
+    out = generate(model, torch.zeros(1, 1, dtype=torch.long), 5)  # the same shapes again: from the cache
+    assert out.shape == (1, 6) and backends(model) == {winner}
+    fixed = MiniGPT(GPTConfig(**{**tiny_gpt_config.__dict__, "backend": "sdpa"})).eval()
+    assert choose_decode_backend(fixed, 16) is None and backends(fixed) == {"sdpa"}

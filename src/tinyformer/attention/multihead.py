@@ -110,11 +110,16 @@ def score_dtype(q: torch.Tensor) -> torch.dtype:
     return q.dtype
 
 
+def softmax_layers(model: nn.Module) -> list[MultiHeadAttention]:
+    """The attention layers of `model` that have a backend to choose (softmax, not linear, attention)."""
+    return [m for m in model.modules() if isinstance(m, MultiHeadAttention) and m.kind == "softmax"]
+
+
 def set_backend(model: nn.Module, backend: str) -> int:
     """Point every softmax `MultiHeadAttention` in `model` at `backend` -> how many there are."""
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r} is not one of {BACKENDS}")
-    layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention) and m.kind == "softmax"]
+    layers = softmax_layers(model)
     for m in layers:
         m.backend = backend
     return len(layers)

@@ -11,6 +11,10 @@ path then rebuilds the cache from the last `window` tokens, which is exactly
 what the naive path (`use_cache=False`, the whole window re-run every step)
 computes.
 
+With `model.backend=auto`, the cached path first picks the attention backend for one query against
+the cache (`choose_decode_backend`): a step of one token behaves unlike training's full sequences, so it
+is timed on its own (a few cached steps per backend) and cached per machine like training's choice.
+
 `stream` is the one generation loop: it yields each new token as it is sampled, and `generate` (hence
 `generate_text`, `tinyformer sample`) collects what it yields. `TextStream` turns those ids into text as
 they come, holding back a character until all of its bytes have arrived (byte-level tokenizers).
@@ -23,8 +27,9 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
+from tinyformer.attention.multihead import set_backend, softmax_layers
 from tinyformer.config import SampleConfig
-from tinyformer.device import inference, model_device
+from tinyformer.device import BackendChoice, choose_backend, inference, model_device
 from tinyformer.errors import UserError
 
 
@@ -76,6 +81,8 @@ def stream(
     first step. Eval mode and no-grad are set for each step only: between tokens, the caller's state is its own."""
     window = model.check_context(window or model.config.block_size)
     use_cache = use_cache and model.config.causal  # without the mask, earlier keys change as text grows
+    if use_cache:
+        choose_decode_backend(model, window)
     step = _cached_steps(model, idx, window) if use_cache else _naive_steps(model, window)
     return _stream(model, step, idx, max_new_tokens, (temperature, top_k, top_p, generator))
 
@@ -103,6 +110,36 @@ def generate(
     """idx (B, T0) -> (B, T0 + max_new_tokens): everything `stream` yields, after the prompt."""
     sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
     return torch.cat([idx, *stream(model, idx, max_new_tokens, **sampling, use_cache=use_cache, window=window)], 1)
+
+
+DECODE_STEPS = 32  # cached one-token steps per timed try of a backend
+
+
+def choose_decode_backend(model: nn.Module, window: int) -> BackendChoice | None:
+    """`model.backend=auto`: the faster backend for token-by-token steps with a KV cache, measured here (or
+    from the cache), then set on every attention layer -> the choice; None when the config fixed it."""
+    if getattr(model.config, "backend", None) != "auto" or not softmax_layers(model):
+        return None
+    device, n = model_device(model), min(window, DECODE_STEPS)
+    ids = torch.zeros(1, 1, dtype=torch.long, device=device)  # (1, 1): one token per step
+
+    def steps(name: str):
+        def run() -> int:
+            set_backend(model, name)
+            cache = model.new_cache(1, n)
+            for pos in range(n):
+                model(ids, cache=cache, start=pos)
+            return n
+
+        return run
+
+    kind = device.type
+    dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else torch.float32
+    fields = {"decode": model.config.__dict__, "steps": n, "dtype": str(dtype), "device": kind}
+    with inference(model):
+        choice = choose_backend(fields, {name: steps(name) for name in ("sdpa", "manual")}, budget_s=1.0)
+    set_backend(model, choice.name)
+    return choice
 
 
 def _naive_steps(model: nn.Module, window: int):

@@ -17,7 +17,7 @@ import dataclasses
 import torch
 from torch import nn
 
-from tinyformer.attention.multihead import MultiHeadAttention, set_backend
+from tinyformer.attention.multihead import set_backend, softmax_layers
 from tinyformer.device import BackendChoice, autocast, choose_backend
 from tinyformer.train import distributed
 from tinyformer.train.optim import to_device
@@ -27,7 +27,7 @@ CANDIDATES = ("sdpa", "manual")
 
 def asked_backend(model: nn.Module) -> str | None:
     """The backend the model was built with ("auto", "sdpa", "manual"); None without softmax attention."""
-    found = {m.backend for m in model.modules() if isinstance(m, MultiHeadAttention) and m.kind == "softmax"}
+    found = {m.backend for m in softmax_layers(model)}
     return found.pop() if len(found) == 1 else ("auto" if found else None)
 
 
