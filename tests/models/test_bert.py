@@ -136,7 +136,7 @@ def test_tiny_hf_checkpoints_load_with_or_without_bert_prefix(tmp_path, kind):
         (dict(n_layer=0), "model.n_layer=0 must be > 0"),
         (dict(dropout=1.0), "model.dropout=1.0 must be in [0, 1)"),
         (dict(layer_norm_eps=0.0), "model.layer_norm_eps=0.0 must be > 0"),
-        (dict(backend="flash"), "model.backend='flash' is not one of sdpa, manual"),
+        (dict(backend="flash"), "model.backend='flash' is not one of auto, sdpa, manual"),
     ],
 )
 def test_config_validation_names_the_bad_field(kw, message):
