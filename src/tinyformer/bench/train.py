@@ -51,8 +51,8 @@ def _seed_recipe(precision: str = "auto", data: str | None = None, device: str =
     return config
 
 
-def _measure_tinyformer(config, iters: int) -> tuple[list[float], list[float]]:
-    """-> (seconds, train loss) of each timed step of the Trainer."""
+def _measure_tinyformer(config, iters: int) -> tuple[list[float], list[float], str]:
+    """-> (seconds, train loss) of each timed step of the Trainer, and its attention backend's line."""
     from tinyformer.tasks import GPTTask
     from tinyformer.train import checkpoint as ckpt
     from tinyformer.train.trainer import Trainer
@@ -65,7 +65,7 @@ def _measure_tinyformer(config, iters: int) -> tuple[list[float], list[float]]:
         trainer.fit(until=WARMUP + iters)  # stops before any evaluation
         rows = ckpt.read_metrics(Path(run_dir) / ckpt.METRICS)
     losses = [r["loss"] for r in rows if r["split"] == "train"]
-    return trainer.step_seconds[WARMUP:], losses[WARMUP:]
+    return trainer.step_seconds[WARMUP:], losses[WARMUP:], trainer.attention.line()
 
 
 def _measure_reference(config, iters: int, bf16: bool = False) -> tuple[list[float], list[float]]:
@@ -96,15 +96,16 @@ def _measure_reference(config, iters: int, bf16: bool = False) -> tuple[list[flo
 
 
 def worker(impl: str, iters: int, data: str | None, precision: str = "auto", device: str = "cpu") -> dict:
-    """One measurement in this process -> {"impl", "tokens_per_s", "loss", "precision", "peak_rss_mb"}."""
+    """One measurement in this process -> {"impl", "tokens_per_s", "loss", "precision", "peak_rss_mb", "attention"}."""
     from tinyformer.device import resolve_precision
 
     config = _seed_recipe(precision, data, device)
     config.model.grad_checkpoint = impl == "tinyformer+ckpt"
+    attention = None
     if impl.startswith("reference"):
         times, losses = _measure_reference(config, iters, bf16=impl == "reference+bf16")
     else:
-        times, losses = _measure_tinyformer(config, iters)
+        times, losses, attention = _measure_tinyformer(config, iters)
     tokens = config.train.batch_size * config.model.block_size
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
     return {
@@ -114,6 +115,7 @@ def worker(impl: str, iters: int, data: str | None, precision: str = "auto", dev
         "precision": {"reference": "fp32", "reference+bf16": "bf16"}.get(impl)
         or resolve_precision(torch.device(device), precision),
         "peak_rss_mb": rss_mb,
+        "attention": attention,  # tinyformer: the backend model.backend=auto took, with its measured rates
     }
 
 
@@ -144,10 +146,14 @@ def _spawn(impl: str, iters: int, data: str | None, precision: str, device: str)
 
 def machine_line() -> str:
     """The CPU, whether it multiplies bf16 natively (read from its flags), threads and torch version."""
-    from tinyformer.device import CPU_BF16_FLAGS, cpu_flags, machine
+    import os
+
+    from tinyformer.device import CPU_BF16_ENV, CPU_BF16_FLAGS, cpu_flags, machine
 
     found = [f for f in CPU_BF16_FLAGS if f in cpu_flags()]
     bf16 = f"yes ({', '.join(found)})" if found else f"no (neither {' nor '.join(CPU_BF16_FLAGS)} in /proc/cpuinfo)"
+    if os.environ.get(CPU_BF16_ENV):
+        bf16 += f", taken as {'yes' if os.environ[CPU_BF16_ENV] == '1' else 'no'} ({CPU_BF16_ENV})"
     threads = f"{torch.get_num_threads()} torch threads, torch {torch.__version__}"
     return f"machine: {machine()['cpu']}; native bf16: {bf16}; {threads}"
 
@@ -247,6 +253,7 @@ def run_benchmark(
     rss = {impl: max(r[impl]["peak_rss_mb"] for r in rows) for impl in impls}
     ours = rows[0]["tinyformer"]["precision"]
     print("\nmedian tokens/s: " + ", ".join(f"{i} {med[i]:,.0f}" for i in impls) + f" (tinyformer in {ours})")
+    print(f"tinyformer's {rows[-1]['tinyformer']['attention']} (last pair)")
     for ref in refs:
         head = "headline: " if ref == "reference+bf16" else ""
         print(f"{head}median of the per-pair ratios tinyformer/{ref}: {ratio[ref]:.3f}x")
