@@ -75,6 +75,12 @@ def test_measuring_stops_after_the_round_that_spends_the_budget(cache):
     # warm-ups 0.9 s, round 1 ends at 1.8 s (< 2), round 2 at 2.7 s: stop
     assert clock.calls == ["sdpa", "manual"] * 3 and seconds == pytest.approx(2.7)
     assert rates == pytest.approx({"sdpa": 2500, "manual": 2000})
+    # steps so long that the warm-ups pass the budget: judged by the warm-ups, nothing more is run
+    clock = FakeClock()
+    steps = {"sdpa": clock.step("sdpa", 3.0), "manual": clock.step("manual", 1.5)}
+    rates, seconds = choices.measure(steps, budget_s=2.0, clock=clock)
+    assert clock.calls == ["sdpa", "manual"] and seconds == pytest.approx(4.5)
+    assert rates == pytest.approx({"sdpa": 1000 / 3.0, "manual": 1000 / 1.5})
 
 
 @pytest.mark.parametrize(
@@ -140,3 +146,16 @@ def test_the_bf16_override_replaces_the_cpu_flags(monkeypatch):
     with pytest.raises(UserError, match="TINYFORMER_CPU_BF16='yes' must be 1"):
         dev.native_bf16(CPU)
     assert dev.resolve_precision(CPU, "fp16") == "fp16"  # only an explicit fp16 ever gives fp16 on a CPU
+
+
+def test_no_home_folder_means_no_cache_and_one_warning(monkeypatch, capsys):
+    monkeypatch.delenv(choices.CACHE_ENV, raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(choices.Path, "home", classmethod(lambda cls: (_ for _ in ()).throw(RuntimeError("no home"))))
+    choices._warned.clear()
+    for _ in range(2):
+        clock = FakeClock()
+        steps = {"sdpa": clock.step("sdpa", 0.2), "manual": clock.step("manual", 0.1)}
+        assert dev.choose_backend({"k": 2}, steps, clock=clock).source == "measured"
+    err = capsys.readouterr().err
+    assert err.count("no home folder") == 1 and err.count("\n") == 1

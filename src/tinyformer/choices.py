@@ -32,9 +32,16 @@ FORMAT = "tinyformer-choices-1"  # the file's "format" field: anything else is f
 _warned: set[str] = set()
 
 
-def cache_file() -> Path:
-    root = os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tinyformer"
-    return Path(root) / "choices.json"
+def cache_file() -> Path | None:
+    """$TINYFORMER_CACHE/choices.json, else ($XDG_CACHE_HOME or ~/.cache)/tinyformer/choices.json; None when
+    there is no home folder to put it in (then nothing is cached, with one warning)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]) / "choices.json"
+    try:
+        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tinyformer" / "choices.json"
+    except RuntimeError:  # Path.home(): no HOME and no user entry
+        warn(f"no home folder for the speed-choice cache; set {CACHE_ENV}=DIR to keep measured choices")
+        return None
 
 
 def key_of(fields: dict) -> str:
@@ -44,13 +51,16 @@ def key_of(fields: dict) -> str:
 
 def lookup(key: str) -> dict | None:
     """The cached entry for `key`, or None (no file, no entry, or a file that cannot be used: one warning)."""
-    entry = _read(cache_file()).get(key)
+    path = cache_file()
+    entry = _read(path).get(key) if path is not None else None
     return entry if isinstance(entry, dict) and isinstance(entry.get("choice"), str) else None
 
 
 def remember(key: str, entry: dict) -> None:
     """Store `entry` under `key`: atomically, under a lock; a folder that cannot be written is one warning."""
     path = cache_file()
+    if path is None:
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with _locked(path):
@@ -76,12 +86,18 @@ def measure(
 ) -> tuple[dict[str, float], float]:
     """Time each candidate (a callable doing one unit of the real work -> how many items it processed).
 
-    One untimed warm-up each, then up to `rounds` timed rounds in alternation (A B A B ...), stopping after
-    the round that passes `budget_s`. -> ({name: median items per second}, seconds spent in all)."""
+    One warm-up each, then up to `rounds` timed rounds in alternation (A B A B ...), stopping after the
+    round that passes `budget_s`. Steps so long that the warm-ups alone pass the budget (a big model) are
+    judged by the warm-ups. -> ({name: median items per second}, seconds spent in all)."""
     start = clock()
-    for run in candidates.values():
-        run()
     rates: dict[str, list[float]] = {name: [] for name in candidates}
+    for name, run in candidates.items():
+        t0 = clock()
+        n = run()
+        rates[name].append(n / max(clock() - t0, 1e-9))
+    if clock() - start > budget_s:
+        return {name: r[0] for name, r in rates.items()}, clock() - start
+    rates = {name: [] for name in candidates}  # warm-ups pay for first-call allocations: not counted
     for _ in range(rounds):
         for name, run in candidates.items():
             t0 = clock()
