@@ -7,8 +7,8 @@ import random
 import pytest
 
 from tests.conftest import SYNTHETIC
-from tinyformer.data.bpe import BPETokenizer
-from tinyformer.data.tokenizers import CharTokenizer, load_text_tokenizer
+from tinyformer.data.bpe import BPETokenizer, load_text_tokenizer
+from tinyformer.data.tokenizers import CharTokenizer
 from tinyformer.errors import UserError
 
 

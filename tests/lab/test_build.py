@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tinyformer.cli import main
 from tinyformer.errors import UserError
 from tinyformer.lab.build import build
 from tinyformer.lab.render import PLACEHOLDER, fill, index, key, render, templates, typed_numbers
@@ -134,7 +135,7 @@ def test_every_embedded_figure_is_committed_and_every_committed_one_embedded():
 # ---- the CI-sized build: every source run tiny, every figure there ----------------------------------------
 @pytest.mark.slow
 def test_quick_build_runs_every_source_and_embeds_only_files_it_made(tmp_path):
-    pages, got = build(TEMPLATES, tmp_path / "docs", tmp_path / "runs", quick=True)
+    pages, got = build(TEMPLATES, tmp_path / "docs", tmp_path / "runs", quick=True, cli=main)
     assert got.missing == [] and got.errors == []
     # A key the tiny runs lack (a context, a length) must be one the full-size build resolved, unless that
     # source is not measured yet: a misspelt key fails here or in the full build.

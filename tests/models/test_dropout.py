@@ -1,12 +1,12 @@
-"""tinyformer.layers.dropout: the cheap CPU mask is still dropout (rate, scale, gradient, seeding)."""
+"""tinyformer.attention.dropout: the cheap CPU mask is still dropout (rate, scale, gradient, seeding)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from tinyformer.attention.dropout import Dropout, dropout
 from tinyformer.attention.multihead import attend
-from tinyformer.layers.dropout import Dropout, dropout
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])

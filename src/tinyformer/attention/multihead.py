@@ -8,7 +8,7 @@ projects out. `attend` has two backends that compute the same function:
            mask the kernel skips the masked upper triangle altogether. On a CPU,
            attention dropout takes the manual path instead: SDPA would fall back
            to its unfused math path there, with PyTorch's slow per-element mask
-           (`tinyformer.layers.dropout` says why that one is cheaper).
+           (`tinyformer.attention.dropout` says why that one is cheaper).
 - "manual" softmax(Q K^T / sqrt(Dh)) V written out, and the only path that can
            return the attention weights. Asking for weights picks it for that call.
            A mask shared by every sequence and head (the causal one) is added to the
@@ -46,11 +46,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinyformer.attention import masks
+from tinyformer.attention.dropout import dropout
 from tinyformer.attention.kv_cache import KVCache
 from tinyformer.attention.linear import LinearState, linear_attend
 from tinyformer.attention.positions import Rotary
 from tinyformer.errors import UserError
-from tinyformer.layers.dropout import dropout
 
 BACKENDS = ("auto", "sdpa", "manual")  # model.backend
 KINDS = ("softmax", "linear")  # model.attention

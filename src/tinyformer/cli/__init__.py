@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.cli = main  # the entry point itself, for a command that runs others (`lab build`): none imports it back
     try:
         return args.handler(args)
     except UserError as e:

@@ -34,7 +34,7 @@ def cmd_build(a: argparse.Namespace) -> int:
 
     runs = Path(a.runs or (QUICK_RUNS if a.quick else "runs"))
     out = Path(a.out or (QUICK_RUNS / "docs" if a.quick else "docs/lab"))
-    build(TEMPLATES, out, runs, quick=a.quick, train=a.train)
+    build(TEMPLATES, out, runs, quick=a.quick, train=a.train, cli=a.cli)
     return 0
 
 

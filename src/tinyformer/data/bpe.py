@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from tinyformer.data.tokenizers import pad_batch, show_char
+from tinyformer.data.tokenizers import CharTokenizer, pad_batch, show_char
 from tinyformer.errors import UserError
 from tinyformer.files import atomic_write
 
@@ -117,3 +117,15 @@ def read_hf_tokenizer(path: str | Path) -> dict:
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise UserError(f"{path} is not a Hugging Face tokenizer.json (no 'model' section)")
     return data
+
+
+def load_text_tokenizer(path: str | Path):
+    """A language model's tokenizer.json: a Hugging Face byte-level BPE (it has a "model" section), else
+    tinyformer's character vocabulary (whose loader names what is wrong with any other file)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("model"), dict):
+        return BPETokenizer.load(path)
+    return CharTokenizer.load(path)

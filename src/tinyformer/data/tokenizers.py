@@ -73,20 +73,6 @@ class CharTokenizer:
             raise UserError(f"{path} is not a character tokenizer: {e}") from None
 
 
-def load_text_tokenizer(path: str | Path):
-    """A language model's tokenizer.json: a Hugging Face byte-level BPE (it has a "model" section), else
-    tinyformer's character vocabulary (whose loader names what is wrong with any other file)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        data = None
-    if isinstance(data, dict) and isinstance(data.get("model"), dict):
-        from tinyformer.data.bpe import BPETokenizer
-
-        return BPETokenizer.load(path)
-    return CharTokenizer.load(path)
-
-
 def read_tokenizer(path: str | Path, kind: str) -> dict:
     """A tinyformer tokenizer.json of type `kind`, as a dict; anything else is a UserError naming the file."""
     try:

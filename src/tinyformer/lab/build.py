@@ -17,6 +17,7 @@ import contextlib
 import io
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,10 +48,9 @@ class Found:
     unsized: list[str] = field(default_factory=list)  # quick: keys the tiny runs lack (a size, a length)
 
 
-def produce(source: Source, runs: Path, quick: bool) -> None:
-    """Run the source's commands (in this process: the CLI's own code path) into its folder."""
-    from tinyformer.cli import main
-
+def produce(source: Source, runs: Path, quick: bool, cli: Callable[[list[str]], int]) -> None:
+    """Run the source's commands into its folder with `cli`, the CLI's own entry point (`tinyformer.cli.main`,
+    passed in by the command: the lab sits below the CLI and imports nothing of it)."""
     folder = make_dir(runs / source.path)
     for argv in source.argv(quick):
         if source.done == "trainer_state.pt" and (folder / "trainer_state.pt").is_file():
@@ -59,7 +59,7 @@ def produce(source: Source, runs: Path, quick: bool) -> None:
         print(f"lab: tinyformer {line}", flush=True)
         captured = io.StringIO()
         with contextlib.redirect_stdout(captured) if source.stdout else contextlib.nullcontext():
-            code = main([a.replace("{dir}", str(folder)).replace("{runs}", str(runs)) for a in argv])
+            code = cli([a.replace("{dir}", str(folder)).replace("{runs}", str(runs)) for a in argv])
         if code == 130:
             raise KeyboardInterrupt
         if code:
@@ -77,14 +77,16 @@ def used_sources(texts: dict[Path, str]) -> list[str]:
     return [n for n in SOURCES if n in names]  # in the registry's order: a run comes before what reads it
 
 
-def measure(texts: dict[Path, str], runs: Path, quick: bool, train: bool) -> dict[str, dict[str, str]]:
+def measure(texts: dict[Path, str], runs: Path, quick: bool, train: bool, cli=None) -> dict[str, dict[str, str]]:
     """{source: its facts} for every source the templates use that `runs` holds (made first, when asked)."""
     found = {}
     for name in used_sources(texts):
         source, folder = SOURCES[name], runs / SOURCES[name].path
         wanted = quick or train or (source.cheap and inputs_ready(source, runs))
         if wanted and not complete(source, folder, quick):
-            produce(source, runs, quick)
+            if cli is None:
+                raise ValueError("lab: making a source needs the CLI's entry point (build(..., cli=main))")
+            produce(source, runs, quick, cli)
         if complete(source, folder, quick):
             found[name] = facts(source, folder)
         elif quick:
@@ -138,15 +140,18 @@ def _value(m, known: dict[str, str], folder: Path, quick: bool, out: Found) -> s
         raise UserError(f"{name}: {fact!r} is {known[fact]!r}, which format {spec!r} cannot take") from None
 
 
-def build(source: Path, docs: Path, runs: Path, quick: bool = False, train: bool = False) -> tuple[list[Page], Found]:
-    """Templates in `source` -> pages, figures and facts.json in `docs`, from the sources under `runs`."""
+def build(
+    source: Path, docs: Path, runs: Path, quick: bool = False, train: bool = False, cli=None
+) -> tuple[list[Page], Found]:
+    """Templates in `source` -> pages, figures and facts.json in `docs`, from the sources under `runs`; `cli`
+    (`tinyformer.cli.main`) runs the commands of the sources to make."""
     texts = templates(source)
     typed = [f"{p.parent.name}/{p.name}: {n}" for p, t in texts.items() for n in typed_numbers(t)]
     if typed:
         raise UserError(f"lab: results typed into templates (use a placeholder): {'; '.join(typed[:10])}")
     _check_out(docs)
     previous = read_json(docs / "facts.json") if (docs / "facts.json").is_file() and not quick else {}
-    got = resolve(texts, measure(texts, runs, quick, train), runs, previous, quick)
+    got = resolve(texts, measure(texts, runs, quick, train, cli), runs, previous, quick)
     pages = render(texts, got.values)
     got.errors += leftovers(pages)
     for line in got.errors:

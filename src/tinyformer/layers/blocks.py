@@ -27,11 +27,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from tinyformer.attention.dropout import Dropout
 from tinyformer.attention.kv_cache import KVCache
 from tinyformer.attention.linear import LinearState
 from tinyformer.attention.multihead import MultiHeadAttention
 from tinyformer.attention.positions import Rotary
-from tinyformer.layers.dropout import Dropout
 from tinyformer.layers.feedforward import make_feedforward
 
 

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tinyformer.layers.dropout import Dropout
+from tinyformer.attention.dropout import Dropout
 
 FFN_KINDS = ("gelu", "gelu_tanh", "relu", "swiglu")
 ACTIVATIONS = {  # FeedForward's `act`: a name -> its module

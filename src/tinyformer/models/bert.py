@@ -27,13 +27,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinyformer.attention import masks
+from tinyformer.attention.dropout import Dropout
 from tinyformer.attention.multihead import BACKENDS, KINDS
 from tinyformer.attention.positions import Rotary
 from tinyformer.config import check_fields
 from tinyformer.data.tokenizers import IGNORE
 from tinyformer.errors import UserError
 from tinyformer.layers.blocks import TransformerBlock
-from tinyformer.layers.dropout import Dropout
 from tinyformer.layers.init import normal_init
 from tinyformer.models.outputs import AttentionPart, EncoderOutput, ModelOutput
 

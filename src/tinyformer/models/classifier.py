@@ -26,11 +26,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tinyformer.attention.dropout import Dropout
 from tinyformer.attention.multihead import BACKENDS, KINDS
 from tinyformer.config import check_fields
 from tinyformer.errors import UserError
 from tinyformer.hub import hf_config
-from tinyformer.layers.dropout import Dropout
 from tinyformer.models.bert import BertConfig, BertEncoder
 from tinyformer.models.cnn import TextCNN
 from tinyformer.models.hf_bert import config_from_hf, load_hf_weights

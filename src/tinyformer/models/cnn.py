@@ -25,8 +25,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinyformer.attention import masks
+from tinyformer.attention.dropout import Dropout
 from tinyformer.errors import UserError
-from tinyformer.layers.dropout import Dropout
 from tinyformer.models.rnn import sequence_lengths
 
 

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from tinyformer.attention.dropout import Dropout
 from tinyformer.attention.kv_cache import KVCache
 from tinyformer.attention.linear import LinearState
 from tinyformer.attention.multihead import BACKENDS, KINDS
@@ -31,7 +32,6 @@ from tinyformer.attention.positions import POSITIONS, Rotary, sinusoidal_table
 from tinyformer.config import check_fields
 from tinyformer.errors import UserError
 from tinyformer.layers.blocks import TransformerBlock
-from tinyformer.layers.dropout import Dropout
 from tinyformer.layers.feedforward import FFN_KINDS
 from tinyformer.layers.init import normal_init
 from tinyformer.models.outputs import AttentionPart, ModelOutput

@@ -25,8 +25,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from tinyformer.attention.dropout import Dropout
 from tinyformer.errors import UserError
-from tinyformer.layers.dropout import Dropout
 from tinyformer.models.rnn_cells import ScratchRNN
 
 CELLS = ("rnn", "lstm", "gru")

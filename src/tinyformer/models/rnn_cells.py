@@ -29,8 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tinyformer.attention.dropout import dropout
 from tinyformer.errors import UserError
-from tinyformer.layers.dropout import dropout
 
 State = torch.Tensor | None  # the LSTM's cell state c; None for the Elman RNN and the GRU
 

@@ -34,13 +34,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinyformer.attention import masks
+from tinyformer.attention.dropout import Dropout
 from tinyformer.attention.kv_cache import KVCache
 from tinyformer.attention.multihead import BACKENDS
 from tinyformer.attention.positions import sinusoidal_table
 from tinyformer.config import check_fields
 from tinyformer.errors import UserError
 from tinyformer.layers.blocks import DecoderBlock, TransformerBlock
-from tinyformer.layers.dropout import Dropout
 from tinyformer.layers.feedforward import FFN_KINDS
 from tinyformer.models.outputs import AttentionPart, EncodedSource, Seq2SeqOutput
 from tinyformer.models.seq2seq_parts import EMBEDDING_INITS, INITS, DecoderCache, init_weights

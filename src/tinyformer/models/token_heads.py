@@ -25,11 +25,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tinyformer.attention.dropout import Dropout
 from tinyformer.attention.multihead import BACKENDS, KINDS
 from tinyformer.config import check_fields
 from tinyformer.data.tokenizers import IGNORE
 from tinyformer.errors import UserError
-from tinyformer.layers.dropout import Dropout
 from tinyformer.layers.init import normal_init
 from tinyformer.models.bert import BERT_POSITIONS, BertConfig, BertEncoder
 from tinyformer.models.outputs import AttentionPart, ModelOutput

@@ -21,9 +21,9 @@ import torch
 from torch import nn
 
 from tinyformer.config import DataConfig, RunConfig, SampleConfig
-from tinyformer.data.bpe import BPETokenizer
+from tinyformer.data.bpe import BPETokenizer, load_text_tokenizer
 from tinyformer.data.tinyshakespeare import TokenSplits, read_text, resolve_path
-from tinyformer.data.tokenizers import CharTokenizer, load_text_tokenizer
+from tinyformer.data.tokenizers import CharTokenizer
 from tinyformer.device import check_memory, inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.models.gpt import GPTConfig, MiniGPT, param_breakdown
