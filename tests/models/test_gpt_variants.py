@@ -148,3 +148,11 @@ def test_classifier_and_token_heads_take_linear_attention_and_refuse_it_with_rop
     for make in (ClassifierConfig, EncoderHeadConfig):
         with pytest.raises(UserError, match="does not take rotary positions"):
             make(attention="linear", positions="rope")
+
+
+@pytest.mark.parametrize("kw", [{}, {"n_kv_head": 1}, {"n_kv_head": 2}, {"attention": "linear"}])
+def test_cache_bytes_is_what_new_cache_allocates(kw):
+    model = gpt(**kw)
+    caches = model.new_cache(3, 10)
+    allocated = sum(b.numel() * b.element_size() for c in caches for b in c.buffers())
+    assert model.cache_bytes(3, 10) == allocated > 0

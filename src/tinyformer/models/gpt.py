@@ -145,6 +145,15 @@ class MiniGPT(nn.Module):
             return [LinearState(batch_size, c.n_head, Dh, device=p.device) for _ in self.blocks]
         return [KVCache(batch_size, c.kv_heads, S, Dh, device=p.device, dtype=p.dtype) for _ in self.blocks]
 
+    def cache_bytes(self, batch_size: int, capacity: int | None = None) -> int:
+        """The memory `new_cache(batch_size, capacity)` allocates: keys and values of the n_kv_head heads for
+        `capacity` positions in every block (linear attention: its fixed-size state), known before allocating."""
+        c, p = self.config, next(self.parameters())
+        S, Dh = capacity or c.block_size, c.n_embd // c.n_head
+        if c.attention == "linear":
+            return c.n_layer * batch_size * c.n_head * (Dh * Dh + Dh) * 4  # s (Dh x Dh) and z (Dh), float32
+        return c.n_layer * 2 * batch_size * c.kv_heads * S * Dh * p.element_size()
+
     @property
     def max_context(self) -> int | None:
         """The most positions one forward pass can hold: block_size with learned positions, else no limit."""

@@ -159,8 +159,7 @@ class GPTTask(Task):
         if context is not None and context <= 0:
             raise UserError(f"--context {context} must be > 0")
         window = model.check_context(model.config.block_size if context is None else context)
-        c = model.config  # the KV cache: keys and values of every layer at every position of the window
-        check_memory(2 * c.n_layer * window * c.n_embd * 4, f"--context {window:,}", model_device(model))
+        check_memory(model.cache_bytes(1, window), f"--context {window:,}", model_device(model))
         if ntk:
             model.set_ntk(window)  # a UserError unless the run has rotary positions
             if window <= model.config.block_size:
