@@ -39,6 +39,7 @@ class FakeClock:
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv(choices.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(choices, "_memo", {})  # what this process measured: each test starts afresh
     choices._warned.clear()
     return tmp_path / "cache" / "choices.json"
 
@@ -75,11 +76,20 @@ def test_measuring_stops_after_the_round_that_spends_the_budget(cache):
     # warm-ups 0.9 s, round 1 ends at 1.8 s (< 2), round 2 at 2.7 s: stop
     assert clock.calls == ["sdpa", "manual"] * 3 and seconds == pytest.approx(2.7)
     assert rates == pytest.approx({"sdpa": 2500, "manual": 2000})
-    # steps so long that the warm-ups pass the budget: judged by the warm-ups, nothing more is run
+    # steps so long that the warm-ups pass the budget: still one timed round, the warm-ups not counted
     clock = FakeClock()
-    steps = {"sdpa": clock.step("sdpa", 3.0), "manual": clock.step("manual", 1.5)}
-    rates, seconds = choices.measure(steps, budget_s=2.0, clock=clock)
-    assert clock.calls == ["sdpa", "manual"] and seconds == pytest.approx(4.5)
+    first = {"sdpa": [9.0, 3.0], "manual": [1.5, 1.5]}  # sdpa's first call pays for the allocations
+
+    def step(name):
+        def run():
+            clock.calls.append(name)
+            clock.now += first[name].pop(0)
+            return 1000
+
+        return run
+
+    rates, seconds = choices.measure({n: step(n) for n in first}, budget_s=2.0, clock=clock)
+    assert clock.calls == ["sdpa", "manual"] * 2 and seconds == pytest.approx(15.0)
     assert rates == pytest.approx({"sdpa": 1000 / 3.0, "manual": 1000 / 1.5})
 
 
@@ -104,12 +114,16 @@ def test_a_cache_folder_that_cannot_be_written_is_one_warning_and_no_cache(tmp_p
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     monkeypatch.setenv(choices.CACHE_ENV, str(blocker / "cache"))  # a folder under a file: never creatable
+    monkeypatch.setattr(choices, "_memo", {})
     choices._warned.clear()
-    for _ in range(2):
+    for expected in ("measured", "cache"):  # the second time from this process's memory, not from a file
         clock = FakeClock()
         steps = {"sdpa": clock.step("sdpa", 0.2), "manual": clock.step("manual", 0.1)}
         choice = dev.choose_backend({"k": 1}, steps, clock=clock)
-        assert (choice.name, choice.source) == ("manual", "measured")  # measured both times: no cache
+        assert (choice.name, choice.source) == ("manual", expected)
+    assert not (blocker / "cache").exists()
+    monkeypatch.setattr(choices, "_memo", {})  # a new process: measured again
+    assert dev.choose_backend({"k": 1}, {"sdpa": lambda: 1, "manual": lambda: 1}).source == "measured"
     err = capsys.readouterr().err
     assert err.count("cannot write the speed-choice cache") == 1 and err.count("\n") == 1
 
@@ -154,8 +168,32 @@ def test_no_home_folder_means_no_cache_and_one_warning(monkeypatch, capsys):
     monkeypatch.setattr(choices.Path, "home", classmethod(lambda cls: (_ for _ in ()).throw(RuntimeError("no home"))))
     choices._warned.clear()
     for _ in range(2):
+        monkeypatch.setattr(choices, "_memo", {})  # two processes
         clock = FakeClock()
         steps = {"sdpa": clock.step("sdpa", 0.2), "manual": clock.step("manual", 0.1)}
         assert dev.choose_backend({"k": 2}, steps, clock=clock).source == "measured"
     err = capsys.readouterr().err
     assert err.count("no home folder") == 1 and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [{"choice": "sdpa", "rates": 5}, {"choice": "flash", "rates": {"sdpa": 1.0, "manual": 2.0}}, {"sdpa": "x"}, []],
+)
+def test_a_malformed_entry_is_a_miss_with_one_warning(cache, capsys, entry):
+    key = choices.key_of({"k": 5})
+    cache.parent.mkdir(parents=True)
+    cache.write_text(json.dumps({"format": choices.FORMAT, "entries": {key: entry}}))
+    assert choices.lookup(key, ("sdpa", "manual")) is None
+    assert capsys.readouterr().err.count("malformed entry") == 1
+
+
+def test_what_this_process_measured_is_remembered_without_the_file(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv(choices.CACHE_ENV, str(blocker / "cache"))  # nothing can be written
+    monkeypatch.setattr(choices, "_memo", {})
+    clock = FakeClock()
+    steps = {"sdpa": clock.step("sdpa", 0.2), "manual": clock.step("manual", 0.1)}
+    assert dev.choose_backend({"k": 6}, steps, clock=clock).source == "measured"
+    assert dev.choose_backend({"k": 6}, {"sdpa": _never, "manual": _never}).source == "cache"  # a chat's 2nd line

@@ -11,7 +11,11 @@ The cache is one JSON file, `choices.json`, in `$TINYFORMER_CACHE` (default `~/.
 - a file that is corrupt, foreign or unreadable is ignored with a one-line warning and rewritten;
 - a write goes to a temp file of its own, then replaces the file under a lock (`fcntl.flock`), so two runs
   starting at once never corrupt it (the later one's entry may be measured again, nothing worse);
-- a folder that cannot be written (a read-only home) means no cache: one warning, and the run goes on.
+- a folder that cannot be written (a read-only home) means no cache: one warning, and the run goes on;
+  the process still remembers what it measured (a chat does not measure again at every message).
+
+A candidate that fails for want of memory (the manual backend keeps (B, H, T, S) scores for backward) is
+left out of the choice, and a choice made without all candidates is not cached.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pathlib import Path
 CACHE_ENV = "TINYFORMER_CACHE"  # the folder of choices.json (default ~/.cache/tinyformer)
 FORMAT = "tinyformer-choices-1"  # the file's "format" field: anything else is foreign
 _warned: set[str] = set()
+_memo: dict[str, dict] = {}  # key -> entry, what this process measured or read
 
 
 def cache_file() -> Path | None:
@@ -49,15 +54,26 @@ def key_of(fields: dict) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
-def lookup(key: str) -> dict | None:
-    """The cached entry for `key`, or None (no file, no entry, or a file that cannot be used: one warning)."""
+def lookup(key: str, candidates: tuple[str, ...]) -> dict | None:
+    """The cached entry for `key`, or None: no file, no entry, or one that cannot be used (one warning)."""
+    if key in _memo:
+        return _memo[key]
     path = cache_file()
     entry = _read(path).get(key) if path is not None else None
-    return entry if isinstance(entry, dict) and isinstance(entry.get("choice"), str) else None
+    if entry is None:
+        return None
+    rates = entry.get("rates") if isinstance(entry, dict) else None
+    ok = isinstance(rates, dict) and all(isinstance(rates.get(c), (int, float)) for c in candidates)
+    if not (ok and entry.get("choice") in candidates):
+        warn(f"ignoring a malformed entry of the speed-choice cache {path}; measuring again")
+        return None
+    _memo[key] = entry
+    return entry
 
 
 def remember(key: str, entry: dict) -> None:
     """Store `entry` under `key`: atomically, under a lock; a folder that cannot be written is one warning."""
+    _memo[key] = entry
     path = cache_file()
     if path is None:
         return
@@ -69,12 +85,12 @@ def remember(key: str, entry: dict) -> None:
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".choices.", suffix=".tmp")
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    json.dump({"format": FORMAT, "entries": entries}, f, indent=1, sort_keys=True)
+                    json.dump({"format": FORMAT, "entries": entries}, f, indent=1, sort_keys=True, default=str)
                 os.replace(tmp, path)
             finally:
                 Path(tmp).unlink(missing_ok=True)
     except OSError as e:
-        warn(f"cannot write the speed-choice cache {path} ({e.strerror or e}); measuring again next time")
+        warn(f"cannot write the speed-choice cache {path} ({e.strerror or e}); the next run measures again")
 
 
 def measure(
@@ -86,26 +102,38 @@ def measure(
 ) -> tuple[dict[str, float], float]:
     """Time each candidate (a callable doing one unit of the real work -> how many items it processed).
 
-    One warm-up each, then up to `rounds` timed rounds in alternation (A B A B ...), stopping after the
-    round that passes `budget_s`. Steps so long that the warm-ups alone pass the budget (a big model) are
-    judged by the warm-ups. -> ({name: median items per second}, seconds spent in all)."""
+    One untimed warm-up each (the first calls pay for allocations), then timed rounds in alternation
+    (A B A B ...): at least one, at most `rounds`, stopping after the round that passes `budget_s`. A
+    candidate that runs out of memory is dropped (rate 0.0); if all do, the error is raised.
+    -> ({name: median items per second}, seconds spent in all)."""
     start = clock()
-    rates: dict[str, list[float]] = {name: [] for name in candidates}
-    for name, run in candidates.items():
-        t0 = clock()
-        n = run()
-        rates[name].append(n / max(clock() - t0, 1e-9))
-    if clock() - start > budget_s:
-        return {name: r[0] for name, r in rates.items()}, clock() - start
-    rates = {name: [] for name in candidates}  # warm-ups pay for first-call allocations: not counted
+    live = {name: run for name, run in candidates.items() if _runs(run)}
+    if not live:
+        raise MemoryError(f"every candidate ran out of memory: {', '.join(candidates)}")
+    rates: dict[str, list[float]] = {name: [] for name in live}
     for _ in range(rounds):
-        for name, run in candidates.items():
+        for name, run in live.items():
             t0 = clock()
             n = run()
             rates[name].append(n / max(clock() - t0, 1e-9))
         if clock() - start > budget_s:
             break
-    return {name: statistics.median(r) for name, r in rates.items()}, clock() - start
+    return {name: statistics.median(rates[name]) if name in live else 0.0 for name in candidates}, clock() - start
+
+
+def _runs(run: Callable[[], int]) -> bool:
+    """Run once (the warm-up) -> False if it ran out of memory (the error is not ours to raise)."""
+    try:
+        run()
+        return True
+    except (MemoryError, RuntimeError) as e:  # torch.OutOfMemoryError is a RuntimeError
+        if isinstance(e, RuntimeError) and "memory" not in str(e).lower():
+            raise
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        return False
 
 
 def warn(message: str) -> None:

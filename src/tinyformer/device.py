@@ -22,6 +22,7 @@ real shapes and dtype and caches the winner (`tinyformer.choices`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import platform
 import random
@@ -112,9 +113,15 @@ class BackendChoice:
     """What `model.backend=auto` resolved to, and the evidence: recorded in the run folder, shown by `info`."""
 
     name: str  # the backend used: "sdpa" or "manual"
-    tokens_per_s: dict[str, float] = field(default_factory=dict)  # each candidate, forward + backward
+    tokens_per_s: dict[str, float] = field(default_factory=dict)  # each candidate on the timed work
     seconds: float = 0.0  # spent measuring (0 when it came from the cache or was given)
     source: str = "measured"  # "measured", "cache" or "config" (asked for: nothing measured)
+    work: str = "forward + backward"  # what was timed: "forward + backward" or "evaluation forward"
+
+    @classmethod
+    def from_record(cls, record: dict) -> BackendChoice:
+        """A recorded choice (trainer_state.pt), keeping the fields this version knows."""
+        return cls(**{k: v for k, v in record.items() if k in {f.name for f in dataclasses.fields(cls)}})
 
     def line(self, resumed: bool = False) -> str:
         """e.g. "attention: manual 51k tokens/s over sdpa 33k (forward + backward), measured in 1.8 s"."""
@@ -122,44 +129,54 @@ class BackendChoice:
             return f"attention: {self.name} (model.backend)"
         others = sorted((r, n) for n, r in self.tokens_per_s.items() if n != self.name)
         rates = f"{self.name} {_k(self.tokens_per_s.get(self.name, 0))} tokens/s"
-        rates += "".join(f" over {n} {_k(r)}" for r, n in reversed(others)) + " (forward + backward)"
+        rates += "".join(f" over {n} {_k(r)}" for r, n in reversed(others)) + f" ({self.work})"
         how = {"measured": f"measured in {self.seconds:.1f} s", "cache": "from the cache, measured earlier here"}
-        return f"attention: {rates}, {'as this run recorded it' if resumed else how[self.source]}"
+        return f"attention: {rates}, {'as this run recorded it' if resumed else how.get(self.source, self.source)}"
 
 
 def choose_backend(
     fields: dict,
     steps: dict[str, Callable[[], int]],
     *,
+    device: torch.device | None = None,
     budget_s: float = 2.0,
     clock: Callable[[], float] = time.perf_counter,
 ) -> BackendChoice:
     """The fastest attention backend for `fields` (the run's shapes and dtype) on this machine.
 
-    `steps`: backend -> one forward + backward step with it (-> tokens processed). A cached decision for the
-    same machine, torch version, threads and `fields` is used as it is; otherwise each is timed
-    (`tinyformer.choices.measure`) and the winner is cached."""
+    `steps`: backend -> one step of the real work with it (-> tokens processed). A cached decision for the
+    same machine, versions, threads, CPU limits and `fields` is used as it is; otherwise each is timed
+    (`tinyformer.choices.measure`) and the winner is cached (unless a candidate ran out of memory)."""
     from tinyformer import choices
 
-    key = choices.key_of({"what": "attention backend", **fields, **_machine_key()})
-    hit = choices.lookup(key)
-    if hit is not None and hit["choice"] in steps:
-        return BackendChoice(hit["choice"], dict(hit.get("tokens_per_s", {})), 0.0, "cache")
+    key = choices.key_of({"what": "attention backend", **fields, **_machine_key(device or torch.device("cpu"))})
+    hit = choices.lookup(key, tuple(steps))
+    if hit is not None:
+        return BackendChoice(hit["choice"], dict(hit["rates"]), 0.0, "cache")
     rates, seconds = choices.measure(steps, budget_s=budget_s, clock=clock)
     best = max(rates, key=rates.get)
-    choices.remember(key, {"choice": best, "tokens_per_s": rates, "fields": fields, "measured": time.time()})
+    if all(rates.values()):  # a choice made without a candidate that failed is not for keeps
+        choices.remember(key, {"choice": best, "rates": rates, "fields": fields, "measured": time.time()})
     return BackendChoice(best, rates, seconds, "measured")
 
 
-def _machine_key() -> dict:
-    cpu = torch.device("cpu")
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+def _machine_key(device: torch.device) -> dict:
+    """Where a measurement holds: the CPU (and the GPU it ran on), versions, threads and the CPU limits."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("tinyformer")
+    except metadata.PackageNotFoundError:  # run from a source tree that was not installed
+        version = "source"
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     return {
         "cpu": _cpu_name(),
-        "bf16": native_bf16(cpu),
+        "bf16": native_bf16(torch.device("cpu")),
         "gpu": gpu,
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
+        "tinyformer": version,
+        "limits": [os.environ.get(v, "") for v in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")],
     }
 
 

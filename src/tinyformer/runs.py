@@ -185,7 +185,7 @@ def _trainer(config, task_cls, run_dir, tokenizer, resume, progress, world, devi
             f"step {trainer.step}/{config.train.max_iters} | run folder {run_dir}"
         )
         if trainer.attention is not None:
-            print(trainer.attention.line(resumed=resume))
+            print(trainer.attention.line(resumed=trainer.attention_reused))
     return trainer
 
 

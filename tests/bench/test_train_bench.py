@@ -44,7 +44,9 @@ def test_the_one_line_autocast_reference_runs_in_bf16_and_is_measured_only_where
     from tinyformer import device
 
     r = train.worker("reference+bf16", 2, str(text_file))
+    fp32 = train.worker("reference", 2, str(text_file))
     assert set(r) == KEYS and r["precision"] == "bf16" and 2.0 < r["loss"] < 4.5
+    assert r["loss"] != fp32["loss"]  # the same seed and batches: only the autocast line differs
     monkeypatch.delenv(device.CPU_BF16_ENV, raising=False)
     monkeypatch.setattr(device, "cpu_flags", lambda: {"avx2"})
     assert train.impls_here() == ("reference", "tinyformer", "tinyformer+ckpt")

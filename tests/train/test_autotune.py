@@ -36,6 +36,7 @@ def refuse(*_, **__):
 @pytest.fixture
 def empty_cache(tmp_path, monkeypatch):
     monkeypatch.setenv(choices.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(choices, "_memo", {})  # nor anything this process measured before
 
 
 def test_an_explicit_backend_times_nothing(text_file, tmp_path, monkeypatch):
@@ -91,15 +92,60 @@ def test_measuring_leaves_no_trace_in_training(text_file, tmp_path, empty_cache)
 
 @pytest.mark.parametrize("winner", ["manual", "sdpa"])
 def test_generation_measures_its_own_backend_for_one_token_steps(tiny_gpt_config, monkeypatch, empty_cache, winner):
+    from tinyformer.attention import multihead
     from tinyformer.generate.sampling import choose_decode_backend, generate
     from tinyformer.models.gpt import GPTConfig, MiniGPT
 
-    calls = []
+    calls, used = [], []
     monkeypatch.setattr(choices, "measure", fake_measure(winner, calls))
     model = MiniGPT(GPTConfig(**{**tiny_gpt_config.__dict__, "backend": "auto"})).eval()
-    assert choose_decode_backend(model, 16).name == winner and backends(model) == {winner} and len(calls) == 1
-    monkeypatch.setattr(choices, "measure", refuse)
-    out = generate(model, torch.zeros(1, 1, dtype=torch.long), 5)  # the same shapes again: from the cache
-    assert out.shape == (1, 6) and backends(model) == {winner}
+    assert choose_decode_backend(model, 16).name == winner and len(calls) == 1
+    assert backends(model) == {"auto"}  # measuring leaves the model as it was
+    monkeypatch.setattr(choices, "measure", refuse)  # the same shapes again: from the cache
+    attend = multihead.attend
+    monkeypatch.setattr(multihead, "attend", lambda *a, **kw: used.append(kw["backend"]) or attend(*a, **kw))
+    out = generate(model, torch.zeros(1, 1, dtype=torch.long), 5)
+    assert out.shape == (1, 6) and set(used) == {winner} and len(used) == 5 * 2  # 5 steps x 2 layers
+    assert backends(model) == {"auto"}  # between and after the steps, the caller's backends
     fixed = MiniGPT(GPTConfig(**{**tiny_gpt_config.__dict__, "backend": "sdpa"})).eval()
     assert choose_decode_backend(fixed, 16) is None and backends(fixed) == {"sdpa"}
+
+
+class Spied(GPTTask):
+    """Records, at each training_step, whether gradients are on and the model is in training mode."""
+
+    seen: list[tuple[bool, bool]] = []
+
+    def training_step(self, model, batch):
+        Spied.seen.append((torch.is_grad_enabled(), model.training))
+        return super().training_step(model, batch)
+
+
+@pytest.mark.parametrize(("attn_dropout", "timed"), [(0.1, (False, False)), (0.0, (True, True))])
+def test_with_attention_dropout_on_a_cpu_the_evaluation_forward_is_timed(
+    text_file, tmp_path, empty_cache, attn_dropout, timed
+):
+    """Training takes the manual path with either backend there: timing it would pick by noise."""
+    from tinyformer.train.trainer import Trainer
+
+    cfg = tiny_run_config(text_file)
+    cfg.model.attn_dropout = attn_dropout
+    task = Spied.prepare(cfg)
+    Spied.seen = []
+    t = Trainer(task.build_model(), task, cfg.train, tmp_path / "run", progress=False)
+    assert Spied.seen and set(Spied.seen) == {timed}
+    assert ("evaluation forward" in t.attention.line()) == (attn_dropout > 0)
+    assert t.model.training and all(p.grad is None for p in t.model.parameters())  # as it came in
+
+
+def test_a_candidate_that_runs_out_of_memory_is_left_out_and_nothing_is_cached(empty_cache):
+    from tinyformer import device as dev
+
+    def oom() -> int:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 96.00 GiB")
+
+    choice = dev.choose_backend({"k": 3}, {"sdpa": lambda: 100, "manual": oom})
+    assert choice.name == "sdpa" and choice.tokens_per_s["manual"] == 0.0
+    assert choices.lookup(choices.key_of({"k": 3}), ("sdpa", "manual")) is None and not choices._memo
+    with pytest.raises(RuntimeError, match="inconsistent tensor size"):  # any other error is a bug: it is raised
+        dev.choose_backend({"k": 4}, {"sdpa": lambda: 100, "manual": lambda: torch.zeros(2) @ torch.zeros(3)})

@@ -41,6 +41,9 @@ Masks follow `tinyformer.attention.masks`: bool, True = may attend.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -90,16 +93,17 @@ def attend(
 def scaled_scores(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """q (B, H, T, Dh), k (B, H, S, Dh) -> Q K^T / sqrt(Dh) (B, H, T, S), masked scores at `masks.fill_value`.
 
-    A (T, S) mask goes into the GEMM as an additive bias (`baddbmm`: bias + alpha * Q K^T); a per-sequence
-    mask, e.g. (B, 1, 1, S) padding, is filled in afterwards, in place (Q K^T's backward does not need it)."""
+    A (T, S) mask (the causal one) goes into one batched GEMM as an additive bias (`baddbmm`: bias + alpha *
+    Q K^T), so no pass over the scores is spent on scaling or masking; any other mask, e.g. (B, 1, 1, S)
+    padding, is filled in afterwards, and keys that broadcast over the batch take the same general path."""
     B, H, T, Dh = q.shape
     S = k.size(-2)
-    q3, kt = q.reshape(B * H, T, Dh), k.reshape(B * H, S, Dh).transpose(1, 2)  # (B*H, T, Dh), (B*H, Dh, S)
-    if mask is not None and mask.dim() == 2:
+    if mask is not None and mask.dim() == 2 and k.shape[:2] == (B, H):
         bias = masks.additive(mask, score_dtype(q))  # (T, S), broadcast over B*H
+        q3, kt = q.reshape(B * H, T, Dh), k.reshape(B * H, S, Dh).transpose(1, 2)  # (B*H, T, Dh), (B*H, Dh, S)
         return torch.baddbmm(bias, q3, kt, alpha=Dh**-0.5).view(B, H, T, S)
-    scores = torch.bmm(q3, kt).mul_(Dh**-0.5).view(B, H, T, S)
-    return scores if mask is None else scores.masked_fill_(~mask, masks.fill_value(scores.dtype))
+    scores = (q @ k.transpose(-2, -1)) * Dh**-0.5  # (B, H, T, S)
+    return scores if mask is None else scores.masked_fill(~mask, masks.fill_value(scores.dtype))
 
 
 def score_dtype(q: torch.Tensor) -> torch.dtype:
@@ -123,6 +127,19 @@ def set_backend(model: nn.Module, backend: str) -> int:
     for m in layers:
         m.backend = backend
     return len(layers)
+
+
+@contextlib.contextmanager
+def using_backend(model: nn.Module, backend: str | None) -> Iterator[None]:
+    """Inside: every softmax attention layer of `model` on `backend` (None: as they are); restored after."""
+    before = [(m, m.backend) for m in softmax_layers(model)]
+    if backend is not None:
+        set_backend(model, backend)
+    try:
+        yield
+    finally:
+        for m, name in before:
+            m.backend = name
 
 
 class MultiHeadAttention(nn.Module):

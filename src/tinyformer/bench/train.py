@@ -257,15 +257,7 @@ def run_benchmark(
     for ref in refs:
         head = "headline: " if ref == "reference+bf16" else ""
         print(f"{head}median of the per-pair ratios tinyformer/{ref}: {ratio[ref]:.3f}x")
-    print(
-        f"mean train loss of the last {min(LOSS_WINDOW, iters)} timed steps (median over pairs): "
-        f"reference {loss['reference']:.4f}, tinyformer {loss['tinyformer']:.4f}"
-    )
-    print(
-        f"peak RSS of one training process: reference {rss['reference']:.0f} MB, tinyformer {rss['tinyformer']:.0f} "
-        f"MB, tinyformer with activation checkpointing {rss['tinyformer+ckpt']:.0f} MB "
-        f"({med['tinyformer+ckpt']:,.0f} tokens/s)"
-    )
+    _print_loss_and_memory(loss, rss, med, iters)
     return {
         "reference": REFERENCE,
         "precision": ours,
@@ -277,6 +269,18 @@ def run_benchmark(
         "peak_rss_mb": rss,
         **_mfu(c, med["tinyformer"], ours),
     }
+
+
+def _print_loss_and_memory(loss: dict, rss: dict, med: dict, iters: int) -> None:
+    print(
+        f"mean train loss of the last {min(LOSS_WINDOW, iters)} timed steps (median over pairs): "
+        f"reference {loss['reference']:.4f}, tinyformer {loss['tinyformer']:.4f}"
+    )
+    print(
+        f"peak RSS of one training process: reference {rss['reference']:.0f} MB, tinyformer {rss['tinyformer']:.0f} "
+        f"MB, tinyformer with activation checkpointing {rss['tinyformer+ckpt']:.0f} MB "
+        f"({med['tinyformer+ckpt']:,.0f} tokens/s)"
+    )
 
 
 def _mfu(c, tokens_per_s: float, precision: str) -> dict:

@@ -99,7 +99,7 @@ def cmd_info(a: argparse.Namespace) -> int:
         f"best val {run.task.select} {best_val(run):.4f}; {st['train_seconds']:.0f} s of training{trained_in}, {seen}"
     )
     if isinstance(st.get("attention"), dict):  # runs before model.backend=auto have no record
-        print(BackendChoice(**st["attention"]).line())
+        print(BackendChoice.from_record(st["attention"]).line())
     print("\n# resolved config")
     print(to_toml(cfg.to_dict(run.config)))
     rows = run.task.param_breakdown()

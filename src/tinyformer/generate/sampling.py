@@ -27,7 +27,7 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-from tinyformer.attention.multihead import set_backend, softmax_layers
+from tinyformer.attention.multihead import softmax_layers, using_backend
 from tinyformer.config import SampleConfig
 from tinyformer.device import BackendChoice, choose_backend, inference, model_device
 from tinyformer.errors import UserError
@@ -81,15 +81,18 @@ def stream(
     first step. Eval mode and no-grad are set for each step only: between tokens, the caller's state is its own."""
     window = model.check_context(window or model.config.block_size)
     use_cache = use_cache and model.config.causal  # without the mask, earlier keys change as text grows
-    if use_cache:
-        choose_decode_backend(model, window)
     step = _cached_steps(model, idx, window) if use_cache else _naive_steps(model, window)
-    return _stream(model, step, idx, max_new_tokens, (temperature, top_k, top_p, generator))
+    return _stream(model, step, idx, max_new_tokens, (temperature, top_k, top_p, generator), window if use_cache else 0)
 
 
-def _stream(model: nn.Module, step, idx: torch.Tensor, n: int, sampling: tuple) -> Iterator[torch.Tensor]:
-    for _ in range(n):
-        with inference(model):  # per step: a suspended generator must not leave no-grad on for its caller
+def _stream(model: nn.Module, step, idx: torch.Tensor, n: int, sampling: tuple, window: int) -> Iterator[torch.Tensor]:
+    """`window` > 0: cached steps, with the backend `choose_decode_backend` picks for them (chosen at the first
+    step, and set only during each step)."""
+    backend = None
+    for i in range(n):
+        if i == 0 and window:
+            backend = getattr(choose_decode_backend(model, window), "name", None)
+        with inference(model), using_backend(model, backend):  # per step: between tokens the model is the caller's
             token = next_token(step(idx), *sampling)  # (B, 1): step gives the logits (B, V) after idx
         idx = torch.cat([idx, token], dim=1)  # (B, T + 1)
         yield token
@@ -116,30 +119,33 @@ DECODE_STEPS = 32  # cached one-token steps per timed try of a backend
 
 
 def choose_decode_backend(model: nn.Module, window: int) -> BackendChoice | None:
-    """`model.backend=auto`: the faster backend for token-by-token steps with a KV cache, measured here (or
-    from the cache), then set on every attention layer -> the choice; None when the config fixed it."""
+    """`model.backend=auto`: the faster backend for one-token steps with a KV cache, timed (or from the cache)
+    on `DECODE_STEPS` steps that attend to a nearly full `window` -> the choice; None when the config fixed
+    it. The model's backends are left as they were."""
     if getattr(model.config, "backend", None) != "auto" or not softmax_layers(model):
         return None
     device, n = model_device(model), min(window, DECODE_STEPS)
+    first, cache = window - n, model.new_cache(1, window)
     ids = torch.zeros(1, 1, dtype=torch.long, device=device)  # (1, 1): one token per step
 
     def steps(name: str):
         def run() -> int:
-            set_backend(model, name)
-            cache = model.new_cache(1, n)
-            for pos in range(n):
-                model(ids, cache=cache, start=pos)
+            with using_backend(model, name):
+                for pos in range(first, window):  # overwrites the same positions each time
+                    model(ids, cache=cache, start=pos)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
             return n
 
         return run
 
     kind = device.type
     dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else torch.float32
-    fields = {"decode": model.config.__dict__, "steps": n, "dtype": str(dtype), "device": kind}
+    fields = {"decode": model.config.__dict__, "window": window, "dtype": str(dtype), "device": kind}
     with inference(model):
-        choice = choose_backend(fields, {name: steps(name) for name in ("sdpa", "manual")}, budget_s=1.0)
-    set_backend(model, choice.name)
-    return choice
+        if first:
+            model(ids.expand(1, first), cache=cache, start=0)  # prefill, untimed: the steps see `window` keys
+        return choose_backend(fields, {name: steps(name) for name in ("sdpa", "manual")}, device=device, budget_s=1.0)
 
 
 def _naive_steps(model: nn.Module, window: int):

@@ -39,7 +39,7 @@ def resolve(trainer, recorded: dict | None = None) -> BackendChoice | None:
     if asked != "auto":
         return BackendChoice(asked, source="config")
     if recorded and recorded.get("name") in CANDIDATES:
-        choice = BackendChoice(**recorded)  # kept as it was recorded: `info` says how it was made
+        choice = BackendChoice.from_record(recorded)  # kept as it was recorded: `info` says how it was made
     else:
         choice = _measure(trainer)
         choice.name = distributed.broadcast(choice.name, trainer.world)  # one backend on every rank
@@ -55,34 +55,38 @@ def apply_recorded(model: nn.Module, state: dict | None) -> None:
 
 
 def _measure(trainer) -> BackendChoice:
+    """Time each backend on one real batch: a training step, or, where training runs the same code with
+    either (attention dropout on a CPU takes the manual path), the evaluation forward, where they differ."""
     task, model, device = trainer.task, trainer.model, trainer.device
     batch = to_device(task.train_batch(trainer.c.batch_size, torch.Generator().manual_seed(0)), device)
+    training = not (device.type == "cpu" and any(m.dropout > 0 for m in softmax_layers(model)))
 
     def step(name: str):
         def run() -> int:
             set_backend(model, name)
-            with autocast(device, trainer.precision):
+            with torch.enable_grad() if training else torch.no_grad(), autocast(device, trainer.precision):
                 loss, _ = task.training_step(model, batch)
-            loss.backward()
+            if training:
+                loss.backward()
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             return task.batch_tokens(batch)
 
         return run
 
-    fields = {"model": _describe(model), "batch": _shapes(batch), "precision": trainer.precision, "device": device.type}
-    rng = torch.get_rng_state()
-    cuda_rng = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+    fields = {"model": _describe(model), "batch": _shapes(batch), "precision": trainer.precision, "training": training}
+    fields |= {"device": device.type, "compiled": trainer.c.compile}  # (the eager model is what is timed)
     was_training = model.training
-    model.train()
-    try:
-        return choose_backend(fields, {name: step(name) for name in CANDIDATES})
-    finally:
-        model.train(was_training)
-        model.zero_grad(set_to_none=True)
-        torch.set_rng_state(rng)
-        if cuda_rng is not None:
-            torch.cuda.set_rng_state(cuda_rng, device)
+    accelerator = device.type != "cpu"  # its generator (dropout there) is restored too, with the CPU's
+    with torch.random.fork_rng([device] if accelerator else [], device_type=device.type if accelerator else None):
+        model.train(training)
+        try:
+            choice = choose_backend(fields, {name: step(name) for name in CANDIDATES}, device=device)
+        finally:
+            model.train(was_training)
+            model.zero_grad(set_to_none=True)
+    choice.work = "forward + backward" if training else "evaluation forward: training runs the manual path either way"
+    return choice
 
 
 def _describe(model: nn.Module) -> dict:

@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 from tinyformer.config import TrainConfig
-from tinyformer.device import autocast, configure, inference, pick_device, resolve_precision
+from tinyformer.device import BackendChoice, autocast, configure, inference, pick_device, resolve_precision
 from tinyformer.files import atomic_write, make_dir
 from tinyformer.plots import plot_losses
 from tinyformer.train import autotune, distributed, guard
@@ -113,6 +113,7 @@ class Trainer:
         self.log = MetricsLog(self.run_dir, config.tensorboard)  # checks tensorboard on every rank alike
         recorded = self._load() if resume else None
         self.attention = autotune.resolve(self, recorded)  # the backend chosen (None: no attention layers)
+        self.attention_reused = bool(recorded) and self.attention == BackendChoice.from_record(recorded)
 
     # ---- the loop ------------------------------------------------------------
     def fit(self, until: int | None = None) -> FitResult:
