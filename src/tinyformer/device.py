@@ -119,9 +119,14 @@ class BackendChoice:
     work: str = "forward + backward"  # what was timed: "forward + backward" or "evaluation forward"
 
     @classmethod
-    def from_record(cls, record: dict) -> BackendChoice:
-        """A recorded choice (trainer_state.pt), keeping the fields this version knows."""
-        return cls(**{k: v for k, v in record.items() if k in {f.name for f in dataclasses.fields(cls)}})
+    def from_record(cls, record) -> BackendChoice | None:
+        """The choice recorded in trainer_state.pt (the fields this version knows); None for no usable record."""
+        if not (isinstance(record, dict) and record.get("name") in ("sdpa", "manual")):
+            return None
+        kept = {k: v for k, v in record.items() if k in {f.name for f in dataclasses.fields(cls)}}
+        if not isinstance(kept.get("tokens_per_s", {}), dict):
+            return None
+        return cls(**kept)
 
     def line(self, resumed: bool = False) -> str:
         """e.g. "attention: manual 51k tokens/s over sdpa 33k (forward + backward), measured in 1.8 s"."""

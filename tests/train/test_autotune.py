@@ -149,3 +149,20 @@ def test_a_candidate_that_runs_out_of_memory_is_left_out_and_nothing_is_cached(e
     assert choices.lookup(choices.key_of({"k": 3}), ("sdpa", "manual")) is None and not choices._memo
     with pytest.raises(RuntimeError, match="inconsistent tensor size"):  # any other error is a bug: it is raised
         dev.choose_backend({"k": 4}, {"sdpa": lambda: 100, "manual": lambda: torch.zeros(2) @ torch.zeros(3)})
+
+
+@pytest.mark.parametrize("record", ["junk", {"name": "flash"}, {"name": "manual", "tokens_per_s": 3}, None])
+def test_a_broken_attention_record_is_measured_again_on_resume_and_ignored_by_info(text_file, tmp_path, capsys, record):
+    config = tiny_run_config(text_file, max_iters=2)
+    train_run(config, GPTTask, tmp_path / "run", progress=False)
+    state = ckpt.load_state(tmp_path / "run" / ckpt.STATE)
+    state["attention"] = record
+    torch.save(state, tmp_path / "run" / ckpt.STATE)
+    capsys.readouterr()
+    assert main(["info", str(tmp_path / "run")]) == 0
+    assert "attention:" not in capsys.readouterr().out
+    assert backends(load_run(tmp_path / "run").model) == {"auto"}  # nothing usable to apply
+    config.train.max_iters = 3
+    tokenizer = GPTTask.load_tokenizer(tmp_path / "run" / ckpt.TOKENIZER)
+    result, trainer = train_run(config, GPTTask, tmp_path / "run", tokenizer, resume=True, progress=False)
+    assert result.step == 3 and trainer.attention.name in ("sdpa", "manual") and not trainer.attention_reused

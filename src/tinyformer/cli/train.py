@@ -98,8 +98,9 @@ def cmd_info(a: argparse.Namespace) -> int:
     print(
         f"best val {run.task.select} {best_val(run):.4f}; {st['train_seconds']:.0f} s of training{trained_in}, {seen}"
     )
-    if isinstance(st.get("attention"), dict):  # runs before model.backend=auto have no record
-        print(BackendChoice.from_record(st["attention"]).line())
+    recorded = BackendChoice.from_record(st.get("attention"))  # runs before model.backend=auto have none
+    if recorded is not None:
+        print(recorded.line())
     print("\n# resolved config")
     print(to_toml(cfg.to_dict(run.config)))
     rows = run.task.param_breakdown()

@@ -38,9 +38,8 @@ def resolve(trainer, recorded: dict | None = None) -> BackendChoice | None:
         return None
     if asked != "auto":
         return BackendChoice(asked, source="config")
-    if recorded and recorded.get("name") in CANDIDATES:
-        choice = BackendChoice.from_record(recorded)  # kept as it was recorded: `info` says how it was made
-    else:
+    choice = BackendChoice.from_record(recorded)  # a resumed run: kept as recorded (`info` says how it was made)
+    if choice is None:
         choice = _measure(trainer)
         choice.name = distributed.broadcast(choice.name, trainer.world)  # one backend on every rank
     set_backend(model, choice.name)
@@ -49,9 +48,9 @@ def resolve(trainer, recorded: dict | None = None) -> BackendChoice | None:
 
 def apply_recorded(model: nn.Module, state: dict | None) -> None:
     """A loaded run whose attention is "auto" computes with the backend its training chose."""
-    name = ((state or {}).get("attention") or {}).get("name")
-    if asked_backend(model) == "auto" and name in CANDIDATES:
-        set_backend(model, name)
+    choice = BackendChoice.from_record((state or {}).get("attention"))
+    if asked_backend(model) == "auto" and choice is not None:
+        set_backend(model, choice.name)
 
 
 def _measure(trainer) -> BackendChoice:

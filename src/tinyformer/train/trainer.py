@@ -113,7 +113,7 @@ class Trainer:
         self.log = MetricsLog(self.run_dir, config.tensorboard)  # checks tensorboard on every rank alike
         recorded = self._load() if resume else None
         self.attention = autotune.resolve(self, recorded)  # the backend chosen (None: no attention layers)
-        self.attention_reused = bool(recorded) and self.attention == BackendChoice.from_record(recorded)
+        self.attention_reused = self.attention is not None and self.attention == BackendChoice.from_record(recorded)
 
     # ---- the loop ------------------------------------------------------------
     def fit(self, until: int | None = None) -> FitResult:
