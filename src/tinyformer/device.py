@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from tinyformer.config import PRECISIONS
 from tinyformer.errors import UserError
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -81,9 +80,8 @@ def native_bf16(device: torch.device) -> bool:
 
 
 def resolve_precision(device: torch.device, name: str = "auto") -> str:
-    """`train.precision` on `device` -> "fp32", "bf16" or "fp16" ("auto": bf16 where native, else fp32)."""
-    if name not in PRECISIONS:
-        raise UserError(f"train.precision={name!r} is not one of {', '.join(PRECISIONS)}")
+    """`train.precision` on `device` -> "fp32", "bf16" or "fp16" ("auto": bf16 where native, else fp32).
+    `name` is one of `config.PRECISIONS`, checked where it is read (TrainConfig, bench's --precision)."""
     if name == "auto":
         return "bf16" if native_bf16(device) else "fp32"
     return name

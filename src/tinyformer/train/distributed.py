@@ -31,6 +31,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from tinyformer.device import pick_device
 from tinyformer.errors import UserError
 
 
@@ -84,6 +85,11 @@ def rank_device(device: torch.device, world: World) -> torch.device:
     if device.type == "cuda" and world.distributed:
         return torch.device("cuda", world.local_rank)
     return device
+
+
+def train_device(name: str, world: World) -> torch.device:
+    """Where this process trains: `train.device` resolved (auto: cuda > mps > cpu), then its own GPU under torchrun."""
+    return rank_device(pick_device(name), world)
 
 
 def shutdown() -> None:

@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 from tinyformer.config import TrainConfig
-from tinyformer.device import BackendChoice, autocast, configure, inference, pick_device, resolve_precision
+from tinyformer.device import BackendChoice, autocast, configure, inference, resolve_precision
 from tinyformer.files import atomic_write, make_dir
 from tinyformer.plots import plot_losses
 from tinyformer.train import autotune, distributed, guard
@@ -90,7 +90,7 @@ class Trainer:
         self.c, self.task, self.run_dir, self.progress = config, task, Path(run_dir), progress
         self.world = world or World()
         make_dir(self.run_dir)
-        self.device = device or distributed.rank_device(pick_device(config.device), self.world)
+        self.device = device or distributed.train_device(config.device, self.world)
         configure(self.device)
         self.precision = resolve_precision(self.device, config.precision)  # "fp32", "bf16" or "fp16"
         self.scaler = torch.amp.GradScaler(self.device.type) if self.precision == "fp16" else None
