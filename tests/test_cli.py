@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+import torch
 
 from tests.cli_helpers import FAST, TINY, cli, user_error
 from tinyformer.cli import COMMANDS, main
@@ -45,6 +46,13 @@ def test_data_mistakes_are_one_line_errors(capsys, tmp_path):
     short = tmp_path / "short.txt"
     short.write_text("To be, or not to be." * 20)
     assert "fewer than model.block_size + 1 = 129" in user_error(capsys, "train", "gpt", "--data", str(short))
+    # a data option is the task's own (Task.data_args): another task's is named, not passed on
+    assert "--text-col is read by train classify, not by train gpt" in user_error(
+        capsys, "train", "gpt", "--text-col", "t"
+    )
+    assert "--source-col is read by train seq2seq, not by train classify" in user_error(
+        capsys, "train", "classify", "--source-col", "s"
+    )
 
 
 def test_run_folder_mistakes_are_one_line_errors(capsys, tmp_path):
@@ -275,3 +283,19 @@ def test_reverse_user_errors(reversal_run, capsys, trained):
     assert "needs an encoder-decoder run" in user_error(capsys, "viz", "cross-attention", str(trained), "1 2")
     err = user_error(capsys, "sample", run)
     assert "sample needs a `train gpt` run; its command is `tinyformer translate`" in err
+
+
+@pytest.mark.parametrize("command", ["eval", "sample"])
+def test_eval_and_inference_commands_run_the_task_in_eval_mode_without_autograd(trained, monkeypatch, command):
+    """The rule lives in the command line, once: a task's held_out / predict never build a graph or see dropout."""
+    from tinyformer.tasks.gpt import GPTTask
+
+    seen = []
+
+    def record(self, model, **options):
+        seen.append((torch.is_grad_enabled(), model.training))
+        return "recorded"
+
+    monkeypatch.setattr(GPTTask, "held_out" if command == "eval" else "predict", record)
+    assert main([command, str(trained)]) == 0
+    assert seen == [(False, False)]

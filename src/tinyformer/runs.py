@@ -24,6 +24,7 @@ from tinyformer.device import autocast, check_memory, describe_precision, model_
 from tinyformer.errors import UserError
 from tinyformer.files import output_path
 from tinyformer.hub import pretrained_folder
+from tinyformer.models import count_parameters
 from tinyformer.tasks import Task, get_task
 from tinyformer.train import checkpoint as ckpt
 from tinyformer.train import distributed
@@ -141,7 +142,7 @@ def train_run(
     a UserError with the diagnosis. `device` defaults to `train.device` resolved.
     """
     world = world or World()
-    device = device or distributed.rank_device(pick_device(config.train.device), world)
+    device = device or distributed.train_device(config.train.device, world)
     with ckpt.run_lock(run_dir) if world.main else contextlib.nullcontext():
         if not resume:
             check_empty(run_dir)
@@ -178,7 +179,7 @@ def _trainer(config, task_cls, run_dir, tokenizer, resume, progress, world, devi
         if not resume:
             task.tokenizer.save(run_dir / ckpt.TOKENIZER)
         ranks = f" x {world.size} processes" if world.distributed else ""
-        n_params = sum(p.numel() for p in model.parameters())
+        n_params = count_parameters(model)
         print(
             f"{config.task}: {n_params:,} parameters on {trainer.device.type}{ranks} in "
             f"{describe_precision(trainer.device, config.train.precision)} | "
@@ -192,7 +193,7 @@ def _trainer(config, task_cls, run_dir, tokenizer, resume, progress, world, devi
 def load_source(where: str) -> Run | Path:
     """What `model.init_from` names: a tinyformer run folder -> its `Run` (best weights); anything else (a
     Hugging Face model folder, the offline MiniLM, a hub id) -> the local folder `tinyformer.hub` resolves."""
-    if (Path(where) / ckpt.STATE).is_file():
+    if ckpt.is_run(where):
         return load_run(where)
     return pretrained_folder(where)
 
@@ -200,7 +201,7 @@ def load_source(where: str) -> Run | Path:
 def parameter_count(task: Task) -> int:
     """The parameters `task.build_model()` would make, counted on the meta device (nothing is allocated)."""
     with torch.device("meta"):
-        return sum(p.numel() for p in task.build_model().parameters())
+        return count_parameters(task.build_model())
 
 
 def training_bytes(task: Task) -> int:

@@ -21,6 +21,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+from tinyformer.models import count_parameters
+
 SMALL = dict(n_layer=12, n_head=12, n_embd=768, n_positions=1024, vocab_size=50257)
 
 
@@ -63,7 +65,7 @@ def run_gpt2_benchmark(iters: int, repeats: int, device: str = "cpu", size: dict
     dev = torch.device(device)
     B, T = (8, 512) if dev.type == "cuda" else (2, 128)
     ours, theirs = build(dev, size)
-    n_params = sum(p.numel() for p in ours.parameters())
+    n_params = count_parameters(ours)
     ids = torch.randint(0, theirs.config.vocab_size, (B, T + 1), generator=torch.Generator().manual_seed(0)).to(dev)
     print(f"GPT-2 config, {n_params:,} parameters, batch {B} x {T} tokens, forward + backward, on {dev.type}")
     pairs, loss = [], {}

@@ -11,6 +11,7 @@ import argparse
 from collections.abc import Callable
 
 from tinyformer.cli.common import add_run_args, load, utf8
+from tinyformer.device import inference
 from tinyformer.errors import UserError
 from tinyformer.tasks import TASKS, Arg
 
@@ -42,7 +43,7 @@ def options(a: argparse.Namespace, run, accepted: tuple[Arg, ...], every: list[A
     return given
 
 
-def _union(args: list[Arg]) -> list[Arg]:
+def union(args: list[Arg]) -> list[Arg]:
     return list({arg.flag: arg for arg in args}.values())
 
 
@@ -57,7 +58,7 @@ def predict_commands() -> dict[str, tuple[Callable, Callable, str]]:
 
 
 def _predict_command(verb: str, tasks: list) -> tuple[Callable, Callable, str]:
-    every = _union([arg for task in tasks for arg in task.predict_args])
+    every = union([arg for task in tasks for arg in task.predict_args])
     names = " or ".join(f"`train {t.name}`" for t in tasks)
 
     def add(p: argparse.ArgumentParser) -> None:
@@ -69,7 +70,7 @@ def _predict_command(verb: str, tasks: list) -> tuple[Callable, Callable, str]:
         if run.task.command != verb:
             hint = f"; its command is `tinyformer {run.task.command}`" if run.task.command else ""
             raise UserError(f"{a.run!r} is a {run.config.task!r} run; {verb} needs a {names} run{hint}")
-        with run.autocast():  # the precision it trained in
+        with inference(run.model), run.autocast():  # eval mode, no autograd, the precision it trained in
             print(run.task.predict(run.model, **options(a, run, run.task.predict_args, every)))
         return 0
 
@@ -78,7 +79,7 @@ def _predict_command(verb: str, tasks: list) -> tuple[Callable, Callable, str]:
 
 # ---- eval ----------------------------------------------------------------------------------
 def _eval_args() -> list[Arg]:
-    return _union([arg for task in TASKS.values() for arg in task.eval_args])
+    return union([arg for task in TASKS.values() for arg in task.eval_args])
 
 
 def add_eval(p: argparse.ArgumentParser) -> None:
@@ -88,6 +89,6 @@ def add_eval(p: argparse.ArgumentParser) -> None:
 
 def cmd_eval(a: argparse.Namespace) -> int:
     run = load(a)
-    with run.autocast():
+    with inference(run.model), run.autocast():
         print(run.task.held_out(run.model, **options(a, run, run.task.eval_args, _eval_args())))
     return 0

@@ -8,15 +8,17 @@ import os
 
 from tinyformer.errors import UserError
 
-COLUMN_FLAGS = {  # --<key> VALUE -> data.<key>=VALUE: the column names of a table a task reads
-    "text_col": "classify: the table's text column (data.text_col, default text)",
-    "label_col": "classify: the table's label column (data.label_col, default label)",
-    "source_col": "seq2seq: the table's source column (data.source_col, default source)",
-    "target_col": "seq2seq: the table's target column (data.target_col, default target)",
-}
+
+def _data_args() -> list:
+    """The `train` options that tasks declare for their data (`Task.data_args`), each flag once."""
+    from tinyformer.cli.infer import union
+    from tinyformer.tasks import TASKS
+
+    return union([arg for task in TASKS.values() for arg in task.data_args])
 
 
 def add_train(p: argparse.ArgumentParser) -> None:
+    from tinyformer.cli.infer import add_args
     from tinyformer.tasks import TASKS
 
     p.add_argument("task", choices=sorted(TASKS), help="what to train")
@@ -24,13 +26,9 @@ def add_train(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override, e.g. model.n_layer=1")
     p.add_argument("--out", help="new run folder (default: runs/<task>-<date>-<time>)")
     p.add_argument("--resume", metavar="RUN", help="continue the run in this folder exactly where it stopped")
-    p.add_argument(
-        "--data",
-        help="text file to train on, a .csv/.tsv/.jsonl table (classify, seq2seq), CoNLL or .jsonl tags (tag), "
-        "SQuAD .json/.jsonl (qa); default: $TINYFORMER_DATA",
-    )
-    for key, text in COLUMN_FLAGS.items():
-        p.add_argument("--" + key.replace("_", "-"), help=text)
+    formats = "; ".join(f"{name}: {task.data_format}" for name, task in TASKS.items() if task.data_format)
+    p.add_argument("--data", help=f"what to train on ({formats}); default: $TINYFORMER_DATA, else Tiny Shakespeare")
+    add_args(p, _data_args())
     p.add_argument("--device", help="auto, cpu, cuda or mps (train.device)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (train.compile)")
     p.add_argument("--tensorboard", action="store_true", help="write TensorBoard events to RUN/tb")
@@ -40,11 +38,24 @@ def _train_overrides(a: argparse.Namespace) -> list[str]:
     """`--set` values plus the shortcut flags, all as `section.key=value` overrides."""
     overrides = list(a.set)
     overrides += [f"data.path={json.dumps(os.path.abspath(a.data))}"] if a.data else []  # runnable from anywhere
-    overrides += [f"data.{key}={json.dumps(getattr(a, key))}" for key in COLUMN_FLAGS if getattr(a, key)]
+    overrides += _data_overrides(a)
     overrides += [f"train.device={json.dumps(a.device)}"] if a.device else []
     overrides += ["train.compile=true"] if a.compile else []
     overrides += ["train.tensorboard=true"] if a.tensorboard else []
     return overrides
+
+
+def _data_overrides(a: argparse.Namespace) -> list[str]:
+    """The task's own data options as `data.<name>=value`; one another task declares is refused."""
+    from tinyformer.cli.infer import dest
+    from tinyformer.tasks import TASKS
+
+    given = [arg for arg in _data_args() if getattr(a, dest(arg)) is not None]
+    for arg in given:
+        if arg not in TASKS[a.task].data_args:
+            readers = ", ".join(f"train {n}" for n, t in TASKS.items() if arg in t.data_args)
+            raise UserError(f"{arg.flag} is read by {readers}, not by train {a.task}")
+    return [f"data.{dest(arg)}={json.dumps(getattr(a, dest(arg)))}" for arg in given]
 
 
 def cmd_train(a: argparse.Namespace) -> int:
@@ -57,13 +68,10 @@ def cmd_train(a: argparse.Namespace) -> int:
         raise UserError("--resume continues a run with its saved config; drop --config/--out (--set still works)")
     layers = [cfg.load_toml(a.config)] if a.config else []
     config, task_cls, run_dir, tokenizer = prepare_run(a.task, layers, _train_overrides(a), a.out, a.resume)
-    device = pick_device(config.train.device)  # resolved once, here
-    world = distributed.init(device.type, config.train.dist_timeout)  # torchrun only
-    device = distributed.rank_device(device, world)
+    world = distributed.init(pick_device(config.train.device).type, config.train.dist_timeout)  # torchrun only
     run_dir = distributed.broadcast(run_dir, world)  # one folder name for every rank: rank 0's
-    try:
-        kw = dict(resume=bool(a.resume), world=world, device=device)
-        result, trainer = train_run(config, task_cls, run_dir, tokenizer, **kw)
+    try:  # the device: train.device on this rank (`distributed.train_device`)
+        result, trainer = train_run(config, task_cls, run_dir, tokenizer, resume=bool(a.resume), world=world)
     finally:
         distributed.shutdown()
     if not world.main:
@@ -86,11 +94,12 @@ def add_info(p: argparse.ArgumentParser) -> None:
 def cmd_info(a: argparse.Namespace) -> int:
     from tinyformer import config as cfg
     from tinyformer.device import BackendChoice
+    from tinyformer.models import count_parameters
     from tinyformer.runs import best_val, load_run
 
     run = load_run(a.run, weights="latest")
     st = run.state
-    counted = sum(p.numel() for p in run.model.parameters())
+    counted = count_parameters(run.model)
     print(f"run {run.path}: task {run.config.task}, step {st['step']}/{run.config.train.max_iters}")
     tps = st["tokens_seen"] / max(st["train_seconds"], 1e-9)
     seen = f"{st['tokens_seen']:,} tokens ({tps:,.0f}/s)"

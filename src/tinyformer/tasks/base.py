@@ -54,6 +54,8 @@ class Task:
     command_help: ClassVar[str] = ""  # one line for `tinyformer --help`
     predict_args: ClassVar[tuple[Arg, ...]] = ()  # the options of that command
     eval_args: ClassVar[tuple[Arg, ...]] = ()  # the options `tinyformer eval` accepts for this task
+    data_format: ClassVar[str] = ""  # what `train --data` names for this task ("": it makes its own data)
+    data_args: ClassVar[tuple[Arg, ...]] = ()  # `train` options that set data.<name>, e.g. a table's columns
 
     def __init__(self, config: RunConfig, tokenizer: Any) -> None:
         self.config, self.tokenizer = config, tokenizer

@@ -88,6 +88,11 @@ def load_examples(d: ClassifyDataConfig) -> LabelledTexts:
 
 class ClassifyTask(EncoderTask):
     name = "classify"
+    data_format = "a .csv/.tsv/.jsonl table"
+    data_args = (
+        Arg("--text-col", "classify: the table's text column (data.text_col, default text)"),
+        Arg("--label-col", "classify: the table's label column (data.label_col, default label)"),
+    )
     select = "error"  # best.safetensors = lowest val error rate: val loss rises with overconfidence long before
     # accuracy stops improving, so choosing by loss would stop a small-data classifier at its first epochs
     command = "classify"

@@ -29,6 +29,7 @@ from tinyformer.errors import UserError
 from tinyformer.models.gpt import GPTConfig, MiniGPT, param_breakdown
 from tinyformer.models.gpt2 import config_from_gpt2, import_gpt2
 from tinyformer.tasks.base import Arg, Task, fit_model
+from tinyformer.train import checkpoint as ckpt
 
 SAMPLE_ARGS = (
     Arg("--prompt", "text to continue (default: the run's sample.prompt)"),
@@ -49,6 +50,7 @@ class GPTTask(Task):
     command_help = "generate text from a language-model run (KV cache, sampling settings, context)"
     predict_args = SAMPLE_ARGS
     eval_args = (Arg("--data", "gpt: score this text file instead of the held-out split"),)
+    data_format = "a text file"
 
     @classmethod
     def default_config(cls) -> RunConfig:
@@ -203,7 +205,7 @@ def from_pretrained(config: RunConfig) -> tuple[RunConfig, BPETokenizer]:
     from tinyformer.hub import hf_config, pretrained_folder
 
     folder = pretrained_folder(config.model.init_from)
-    if (folder / "trainer_state.pt").is_file():
+    if ckpt.is_run(folder):
         raise UserError(f"model.init_from={config.model.init_from!r} is a tinyformer run; continue it with --resume")
     fields = config_from_gpt2(hf_config(folder))
     tokenizer = BPETokenizer.from_folder(folder)

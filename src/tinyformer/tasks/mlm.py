@@ -37,6 +37,7 @@ from tinyformer.errors import UserError
 from tinyformer.models.bert import BertConfig, BertForMaskedLM
 from tinyformer.models.hf_bert import load_hf_weights, pretrained_bert
 from tinyformer.tasks.base import Arg, Task, fit_model
+from tinyformer.train import checkpoint as ckpt
 
 EVAL_MASK_SEED = 0  # the held-out split is masked the same way at every evaluation and in every run
 
@@ -70,8 +71,8 @@ def small_bert() -> MLMModelConfig:
 
 def pretrained_source(where: str, backend: str = "sdpa") -> tuple[BertConfig, SubwordTokenizer] | None:
     """`model.init_from` naming a Hugging Face BERT -> (its architecture, its tokenizer); None for "" or a
-    tinyformer run folder, told apart by its trainer_state.pt as `tinyformer.runs.load_source` does."""
-    if not where or (Path(where) / "trainer_state.pt").is_file():
+    tinyformer run folder (`checkpoint.is_run`, as `tinyformer.runs.load_source` tells them apart)."""
+    if not where or ckpt.is_run(where):
         return None
     folder, bert = pretrained_bert(where, backend)
     tokenizer = SubwordTokenizer.from_pretrained(folder)
@@ -100,6 +101,7 @@ def pretrain_recipe() -> TrainConfig:
 
 class MLMTask(Task):
     name = "mlm"
+    data_format = "a text file"
     command = "fill"
     command_help = "a masked-LM run's top fillers for each [MASK] in a text"
     predict_args = (

@@ -115,6 +115,7 @@ def first_per_passage(examples: list[QAExample], k: int) -> list[QAExample]:
 
 class QATask(EncoderTask):
     name = "qa"
+    data_format = "SQuAD .json/.jsonl"
     select = "error"  # best.safetensors = highest val token F1 (error = 1 - F1)
     command = "qa"
     head = "span head"

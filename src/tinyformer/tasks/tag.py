@@ -75,6 +75,7 @@ def builtin(path: str) -> bool:
 
 class TagTask(EncoderTask):
     name = "tag"
+    data_format = "CoNLL or .jsonl tags"
     select = "error"  # best.safetensors = highest val entity F1 (error = 1 - F1)
     command = "tag"
     head = "tagging head"

@@ -38,6 +38,13 @@ METRICS = "metrics.jsonl"  # see tinyformer.train.metrics
 LOSS_PNG = "loss.png"
 SAMPLE = "sample.txt"
 LOCK = ".lock"  # held by the process training into the folder
+
+
+def is_run(folder: str | Path) -> bool:
+    """A tinyformer run folder (what `train` writes), as opposed to a Hugging Face folder or an export."""
+    return (Path(folder) / STATE).is_file()
+
+
 STATE_KEYS = {  # what trainer_state.pt must hold: key -> accepted types
     "step": (int,),
     "best_val": (float, int),
