@@ -14,14 +14,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tinyformer.bench.context import KINDS, case_config, in_fresh_process, predicted_gib
-from tinyformer.device import machine, pick_device
-from tinyformer.experiments.gpt_studies import best_val, folder_of, header, params, run_study, sample_text
-from tinyformer.experiments.runner import Cell, CellResult, markdown_table
-from tinyformer.files import write_text
+from tinyformer.device import pick_device
+from tinyformer.experiments.gpt_studies import best_val, params, run_study, sample_text
+from tinyformer.experiments.report import figure, markdown_table, write_report
+from tinyformer.experiments.runner import Cell, CellResult
 from tinyformer.models.gpt import GPTConfig, MiniGPT
 from tinyformer.plots import plot_series
 
@@ -49,19 +48,20 @@ def cells(n_embd: int, n_head: int) -> list[Cell]:
     ]
 
 
-def quality(out: Path | None, quick: bool, data: str | None) -> tuple[list[CellResult], str]:
+def quality(out: Path | None, quick: bool, data: str | None) -> tuple[Path, list[CellResult], str]:
     width = dict(n_embd=32, n_head=4) if quick else SEED_WIDTH  # --quick trains at width 32
-    results = run_study("attention-variants", cells(**width), out, quick, data)
+    folder, results = run_study("attention-variants", cells(**width), out, quick, data)
     rows = [[r.cell.name, r.cell.about, params(r), best_val(r), f"{r.run.state['train_seconds']:.0f}"] for r in results]
     table = markdown_table(["cell", "what changes", "parameters", "best val loss", "train s"], rows)
     samples = "\n\n".join(f"**{r.cell.name}**\n\n```\n{sample_text(r, 200)}\n```" for r in results)
     curves = {r.cell.name: r.series("val", "loss") for r in results}
-    plot_series(curves, folder_of(results) / "val_loss.png", "step", "val loss", "Attention variants: val loss")
+    plot_series(curves, folder / "val_loss.png", "step", "val loss", "Attention variants: val loss")
     note = (
         "One seed each: differences of about 0.01 are within what another seed moves. `train s` is the wall "
         "time of each run, trained one after another on a shared machine: section 2 measures speed side by side."
     )
-    return results, f"{table}\n\n{note}\n\n![val loss](val_loss.png)\n\n### A sample from each (seeded)\n\n{samples}"
+    curve = figure("val_loss.png", "val loss")
+    return folder, results, f"{table}\n\n{note}\n\n{curve}\n\n### A sample from each (seeded)\n\n{samples}"
 
 
 def speed(lengths: tuple[int, ...], quick: bool, device: str) -> dict[str, dict[str, list]]:
@@ -118,7 +118,7 @@ def speed_tables(figures: dict, folder: Path) -> tuple[str, dict]:
             "",
             f"Linear attention is faster than SDPA and than manual softmax: {said} respectively.",
             "",
-            f"![{what}]({what}_vs_length.png)",
+            figure(f"{what}_vs_length.png", what),
             "",
         ]
         crossovers[what] = cross
@@ -152,19 +152,13 @@ def cache_bytes(quick: bool) -> tuple[str, dict]:
 
 
 def run(out: Path | None = None, quick: bool = False, data: str | None = None) -> Path:
-    results, quality_text = quality(out, quick, data)
-    folder = folder_of(results)
+    folder, results, quality_text = quality(out, quick, data)
     device = pick_device("auto").type
-    figures = {"machine": machine(), "device": device}
-    figures["speed"] = speed(QUICK_LENGTHS if quick else LENGTHS, quick, device)
+    figures = {"speed": speed(QUICK_LENGTHS if quick else LENGTHS, quick, device)}
     speed_text, figures["crossover"] = speed_tables(figures["speed"], folder)
     bytes_text, figures["cache_bytes"] = cache_bytes(quick)
     figures["quality"] = {r.cell.name: {"params": params(r), "best_val": best_val(r)} for r in results}
-    m = figures["machine"]
     parts = [
-        *header("Attention variants: linear, grouped-query, multi-query", quick),
-        f"Measured on {m['cpu']} ({device}, {m['torch_threads']} torch threads), torch {m['torch']}.",
-        "",
         "## 1. Quality at the same parameters and steps",
         "",
         quality_text,
@@ -178,9 +172,6 @@ def run(out: Path | None = None, quick: bool = False, data: str | None = None) -
         "## 3. What generation keeps",
         "",
         bytes_text,
-        "",
     ]
-    write_text(folder / "figures.json", json.dumps(figures, indent=2) + "\n")
-    report = folder / "report.md"
-    write_text(report, "\n".join(parts))
-    return report
+    title = "Attention variants: linear, grouped-query, multi-query"
+    return write_report(folder, title, quick, parts, figures=figures, device=device, from_runs=False)

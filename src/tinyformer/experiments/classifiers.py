@@ -24,11 +24,10 @@ import statistics
 import time
 from pathlib import Path
 
-import torch
-
-from tinyformer.device import machine
-from tinyformer.experiments.runner import Cell, CellResult, markdown_table, run_cell
-from tinyformer.files import atomic_write, make_dir, write_text
+from tinyformer.experiments.report import figure, markdown_table, mean_sd, study_folder, write_report
+from tinyformer.experiments.runner import Cell, CellResult, run_cell
+from tinyformer.files import atomic_write
+from tinyformer.models import count_parameters
 from tinyformer.plots import pyplot
 from tinyformer.tasks.classify import TEST_JSON, ClassifyTask
 
@@ -88,16 +87,12 @@ def classifier_cells(mlm_dir: Path, seeds: tuple[int, ...]) -> list[Cell]:
 
 
 def run(out: Path | None = None, quick: bool = False, data: str | None = None) -> Path:
-    folder = Path(out or f"runs/experiments/classifiers{'-quick' if quick else ''}")
-    make_dir(folder)
+    folder = study_folder("classifiers", out, quick)
     where = [f"data.path={json.dumps(str(Path(data).resolve()))}"] if data else []
     mlm = run_cell("mlm", [], [*where, *(MLM_QUICK if quick else [])], Cell("mlm", [], "masked-LM pretraining"), folder)
     shared = [*where, f"data.tokenizer={json.dumps(str(mlm.run.path.resolve()))}", *(CLS_QUICK if quick else [])]
     grid = classifier_cells(mlm.run.path.resolve(), SEEDS[:1] if quick else SEEDS)
-    results = [run_cell("classify", [], shared, cell, folder) for cell in grid]
-    path = write_report(mlm, results, folder, quick)
-    print(f"report: {path}")
-    return path
+    return report(mlm, [run_cell("classify", [], shared, cell, folder) for cell in grid], folder, quick)
 
 
 # ---- measurements ---------------------------------------------------------------------------------------------------
@@ -137,7 +132,7 @@ def rows_of(results: list[CellResult], task: ClassifyTask) -> list[dict]:
             {
                 "cell": r.cell.name,
                 "about": r.cell.about,
-                "params": sum(p.numel() for p in r.run.model.parameters()),
+                "params": count_parameters(r.run.model),
                 "acc": t["acc"],
                 "macro_f1": t["macro_f1"],
                 "val_acc": val,
@@ -152,10 +147,6 @@ def pretraining_effect(rows: list[dict], key: str = "acc") -> tuple[list[float],
     """`key` (test accuracy or macro-F1) of the scratch and of the pretrained Transformer runs, one per seed."""
     pick = lambda prefix: [r[key] for r in rows if r["cell"].startswith(prefix)]  # noqa: E731
     return pick("transformer-scratch"), pick("transformer-pretrained")
-
-
-def mean_sd(xs: list[float]) -> str:
-    return f"{statistics.mean(xs):.4f} ± {statistics.stdev(xs):.4f}" if len(xs) > 1 else f"{xs[0]:.4f}"
 
 
 def plot_accuracy_vs_params(rows: list[dict], majority: float, png: Path) -> Path:
@@ -187,31 +178,24 @@ def plot_accuracy_vs_params(rows: list[dict], majority: float, png: Path) -> Pat
     return png
 
 
-def write_report(mlm: CellResult, results: list[CellResult], folder: Path, quick: bool) -> Path:
+def report(mlm: CellResult, results: list[CellResult], folder: Path, quick: bool) -> Path:
     task = ClassifyTask.prepare(results[0].run.config, results[0].run.tokenizer)  # the split every cell shares
     rows = rows_of(results, task)
     base = task.majority("test")
     plot_accuracy_vs_params(rows, base["acc"], folder / "accuracy_vs_params.png")
     parts = [
-        "# Text-classifier bake-off: speaker identification"
-        + (" (--quick: numbers are not meaningful)" if quick else ""),
-        "",
         setup_text(task),
         "",
         mlm_section(mlm),
         bakeoff_section(rows, base),
         pretraining_section(rows, len(task.splits["test"])),
     ]
-    path = folder / "report.md"
-    write_text(path, "\n".join(parts))
-    return path
+    return write_report(folder, "Text-classifier bake-off: speaker identification", quick, parts)
 
 
 def setup_text(task: ClassifyTask) -> str:
     c, sizes = task.config, {name: len(s) for name, s in task.splits.items()}
     return (
-        f"Machine: {machine()['cpu']}, {torch.get_num_threads()} threads, torch {torch.__version__}. "
-        "Every number below is read from the run folders next to this file.\n\n"
         f"Task: {len(c.model.labels)} speakers ({', '.join(c.model.labels)}), one example per speech, "
         f"stratified split (seed {c.data.split_seed}): {sizes['train']} train / {sizes['val']} val / "
         f"{sizes['test']} test. Tokenizer: the masked-LM run's WordPiece, {c.model.vocab_size} tokens; texts cut "
@@ -227,7 +211,7 @@ def mlm_section(mlm: CellResult) -> str:
     return (
         "## Masked-LM pretraining\n\n"
         f"BERT-style encoder, {c.model.n_layer} layers x {c.model.n_head} heads x {c.model.n_embd} wide, "
-        f"{sum(p.numel() for p in mlm.run.model.parameters()):,} parameters, {c.train.max_iters} steps of "
+        f"{count_parameters(mlm.run.model):,} parameters, {c.train.max_iters} steps of "
         f"{c.train.batch_size} windows of {c.data.seq_len} tokens, {mlm.run.state['train_seconds']:.0f} s. "
         f"On the held-out last {c.data.val_fraction:.0%} of the text ({m['masked']:,} masked tokens, fixed masks), "
         f"best at step {m['step']}: **masked-token accuracy {m['masked_acc']:.4f}, perplexity "
@@ -248,7 +232,7 @@ def bakeoff_section(rows: list[dict], base: dict) -> str:
     return (
         "## Bake-off (test split)\n\n"
         + markdown_table([*header, "inference ex/s"], table)
-        + "\n\n![accuracy vs parameters](accuracy_vs_params.png)\n"
+        + f"\n\n{figure('accuracy_vs_params.png', 'accuracy vs parameters')}\n"
     )
 
 

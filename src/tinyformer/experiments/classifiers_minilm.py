@@ -15,12 +15,9 @@ import json
 import statistics
 from pathlib import Path
 
-import torch
-
-from tinyformer.device import machine
-from tinyformer.experiments.classifiers import SEEDS, mean_sd, rows_of
-from tinyformer.experiments.runner import Cell, CellResult, markdown_table, run_cell
-from tinyformer.files import make_dir, write_text
+from tinyformer.experiments.classifiers import SEEDS, rows_of
+from tinyformer.experiments.report import markdown_table, mean_sd, study_folder, write_report
+from tinyformer.experiments.runner import Cell, CellResult, run_cell
 from tinyformer.tasks.classify import TEST_JSON, ClassifyTask
 
 # 22.6M parameters on a 2-core CPU: a 20-step measurement there (batch 32, texts up to 128 tokens) took ~16 s a
@@ -65,15 +62,12 @@ def minilm_cells(seeds: tuple[int, ...]) -> list[Cell]:
 def run(out: Path | None = None, quick: bool = False, data: str | None = None) -> Path:
     """`tinyformer experiment classifiers-minilm`: the two MiniLM rows; in the bake-off's folder by default, so
     that its report also summarises the bake-off's small-Transformer cells when they are there (not trained here)."""
-    folder = Path(out or f"runs/experiments/classifiers{'-quick' if quick else ''}")
-    make_dir(folder)
+    folder = study_folder("classifiers", out, quick)
     where = [f"data.path={json.dumps(str(Path(data).resolve()))}"] if data else []
     recipe = [*where, *(MINILM_QUICK if quick else MINILM_RECIPE)]
     results = [run_cell("classify", [], recipe, cell, folder) for cell in minilm_cells(SEEDS[:1] if quick else SEEDS)]
     others = [finished_cell(folder / p.name) for p in sorted(folder.iterdir()) if p.name.startswith(BAKEOFF)]
-    path = write_minilm_report(results, [r for r in others if r is not None], folder, quick)
-    print(f"report: {path}")
-    return path
+    return minilm_report(results, [r for r in others if r is not None], folder, quick)
 
 
 def budget_of(r: CellResult) -> str:
@@ -95,7 +89,7 @@ def finished_cell(run_dir: Path) -> CellResult | None:
     return CellResult(Cell(run_dir.name, about=about), run, ckpt.read_metrics(run_dir / ckpt.METRICS), True)
 
 
-def write_minilm_report(results: list[CellResult], others: list[CellResult], folder: Path, quick: bool) -> Path:
+def minilm_report(results: list[CellResult], others: list[CellResult], folder: Path, quick: bool) -> Path:
     task = ClassifyTask.prepare(results[0].run.config, results[0].run.tokenizer)  # MiniLM's tokenizer, both rows
     rows = rows_of(results, task)
     if others:  # the bake-off's cells encode the same split with their own tokenizer
@@ -114,12 +108,6 @@ def write_minilm_report(results: list[CellResult], others: list[CellResult], fol
     table = [[r["cell"], r["about"], f"{r['params']:,}", budget[r["cell"]], r["acc"], r["macro_f1"]] for r in rows]
     table = [row + [r["val_acc"], f"{r['train_s']:.0f}", f"{r['ex_s']:,.0f}"] for row, r in zip(table, rows)]
     text = [
-        "# Speaker identification: pretrained MiniLM vs the same architecture from scratch"
-        + (" (--quick: numbers are not meaningful)" if quick else ""),
-        "",
-        f"Machine: {machine()['cpu']}, {torch.get_num_threads()} threads, torch {torch.__version__}. Every number "
-        "below is read from the run folders next to this file.",
-        "",
         f"Same split as the bake-off: {len(c.model.labels)} speakers, {len(task.splits['test'])} test speeches "
         f"(majority class: accuracy {base['acc']:.4f}, macro-F1 {base['macro_f1']:.4f}). Both MiniLM rows use "
         f"MiniLM's own uncased WordPiece ({c.model.vocab_size:,} tokens) and identical settings: "
@@ -134,8 +122,6 @@ def write_minilm_report(results: list[CellResult], others: list[CellResult], fol
         "",
         "## Every run\n",
         markdown_table([*header, "inference ex/s"], table),
-        "",
     ]
-    path = folder / "report_minilm.md"
-    write_text(path, "\n".join(text))
-    return path
+    title = "Speaker identification: pretrained MiniLM vs the same architecture from scratch"
+    return write_report(folder, title, quick, text, name="report_minilm.md")

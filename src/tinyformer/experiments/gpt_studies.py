@@ -21,8 +21,9 @@ from pathlib import Path
 import torch
 
 from tinyformer.device import inference
-from tinyformer.experiments.runner import Cell, CellResult, markdown_table, run_grid
-from tinyformer.files import write_text
+from tinyformer.experiments.report import figure, markdown_table, study_folder, write_report
+from tinyformer.experiments.runner import Cell, CellResult, run_grid
+from tinyformer.models import count_parameters
 from tinyformer.plots import plot_series
 from tinyformer.tasks.gpt import text_loss
 
@@ -82,25 +83,16 @@ def best_val(r: CellResult) -> float:
 
 
 def params(r: CellResult) -> int:
-    return sum(p.numel() for p in r.run.model.parameters())
-
-
-def header(title: str, quick: bool) -> list[str]:
-    note = " (--quick size: the numbers check the pipeline, they answer nothing)" if quick else ""
-    return [f"# {title}{note}", "", "Every number below is computed from the run folders next to this file.", ""]
+    return count_parameters(r.run.model)
 
 
 def run_study(
     name: str, cells: list[Cell], out: Path | None, quick: bool, data: str | None, budget: list[str] = ()
-) -> list[CellResult]:
+) -> tuple[Path, list[CellResult]]:
     """Train or reuse every cell on BASE (+ the study's `budget`, or QUICK sizes instead of both)."""
-    folder = Path(out or f"runs/experiments/{name}{'-quick' if quick else ''}")
+    folder = study_folder(name, out, quick)
     extra = [*BASE, *(QUICK if quick else budget)] + ([f"data.path={json.dumps(data)}"] if data else [])
-    return run_grid("gpt", [], extra, cells, folder)
-
-
-def folder_of(results: list[CellResult]) -> Path:
-    return results[0].run.path.parent
+    return folder, run_grid("gpt", [], extra, cells, folder)
 
 
 # ---- ablation -------------------------------------------------------------------------------------------
@@ -113,8 +105,8 @@ ABLATION = [
 
 
 def ablation(out: Path | None = None, quick: bool = False, data: str | None = None) -> Path:
-    results = run_study("ablation", ABLATION, out, quick, data)
-    folder, base = folder_of(results), results[0]
+    folder, results = run_study("ablation", ABLATION, out, quick, data)
+    base = results[0]
     curves = {r.cell.name: r.series("val", "loss") for r in results}
     plot_series(curves, folder / "val_loss.png", "step", "val loss (teacher-forced)", "Ablation: val loss")
     samples = {r.cell.name: sample_text(r) for r in results}
@@ -134,13 +126,12 @@ def ablation(out: Path | None = None, quick: bool = False, data: str | None = No
         "has learned to read an answer that is never there. " + free_generation_verdict(judged)
     )
     parts = [
-        *header("MiniGPT ablation: depth, heads, causal mask", quick),
         markdown_table(cols, rows),
         "",
         "The last numeric column judges free generation: each cell's seeded sample, scored by the baseline "
         "model (mean cross-entropy per character, nats).",
         "",
-        "![val loss](val_loss.png)",
+        figure("val_loss.png", "val loss"),
         "",
         "## The model without a causal mask",
         "",
@@ -150,7 +141,7 @@ def ablation(out: Path | None = None, quick: bool = False, data: str | None = No
         "",
         *[f"### {n}\n\n```\n{s}\n```\n" for n, s in samples.items()],
     ]
-    return write(folder, parts)
+    return write_report(folder, "MiniGPT ablation: depth, heads, causal mask", quick, parts)
 
 
 def free_generation_verdict(judged: dict[str, float]) -> str:
@@ -166,13 +157,6 @@ def free_generation_verdict(judged: dict[str, float]) -> str:
     return "Here the samples do not separate them clearly: " + scores
 
 
-def write(folder: Path, parts: list[str]) -> Path:
-    path = folder / "report.md"
-    write_text(path, "\n".join(parts) + "\n")
-    print(f"report: {path}")
-    return path
-
-
 # ---- scale ----------------------------------------------------------------------------------------------
 SCALE = [
     Cell("base", [], "4 layers, width 128"),
@@ -185,8 +169,7 @@ CHINCHILLA_TOKENS_PER_PARAM = 20  # Hoffmann et al. (2022): compute-optimal trai
 def scale(out: Path | None = None, quick: bool = False, data: str | None = None) -> Path:
     from tinyformer.models.gpt import param_count
 
-    results = run_study("scale", SCALE, out, quick, data)
-    folder = folder_of(results)
+    folder, results = run_study("scale", SCALE, out, quick, data)
     by_step = {r.cell.name: r.series("val", "loss") for r in results}
     by_time = {r.cell.name: r.series("val", "train_seconds") for r in results}
     plot_series(by_step, folder / "loss_vs_step.png", "step", "val loss", "Scale: val loss per step")
@@ -202,18 +185,17 @@ def scale(out: Path | None = None, quick: bool = False, data: str | None = None)
         )
     cols = ["cell", "model", "params (formula)", "params (counted)", "tokens seen", "tokens/param", "best val loss"]
     parts = [
-        *header("MiniGPT scale-up: deeper and wider at the same number of steps", quick),
         markdown_table([*cols, "train s"], rows),
         "",
-        "![loss vs step](loss_vs_step.png)",
+        figure("loss_vs_step.png", "loss vs step"),
         "",
-        "![loss vs time](loss_vs_time.png)",
+        figure("loss_vs_time.png", "loss vs time"),
         "",
         "## Against compute-optimal scaling",
         "",
         chinchilla_paragraph(results, ratios),
     ]
-    return write(folder, parts)
+    return write_report(folder, "MiniGPT scale-up: deeper and wider at the same number of steps", quick, parts)
 
 
 def chinchilla_paragraph(results: list[CellResult], ratios: dict[str, float]) -> str:
@@ -268,8 +250,7 @@ POSITION_CELLS = [
 def positions(out: Path | None = None, quick: bool = False, data: str | None = None) -> Path:
     from tinyformer.attention.positions import ntk_base
 
-    results = run_study("positions", POSITION_CELLS, out, quick, data, POSITIONS_BUDGET)
-    folder = folder_of(results)
+    folder, results = run_study("positions", POSITION_CELLS, out, quick, data, POSITIONS_BUDGET)
     trained = results[0].run.config.model.block_size
     contexts = [trained, 2 * trained, 4 * trained]
     batches = 2 if quick else 12
@@ -298,7 +279,6 @@ def positions(out: Path | None = None, quick: bool = False, data: str | None = N
     m = results[0].run.config.model
     dh, base = m.n_embd // m.n_head, m.rope_base
     parts = [
-        *header(f"Positions: trained at context {trained}, evaluated at {', '.join(map(str, contexts))}", quick),
         "Each model trains with the same steps, batch and schedule; only `model.positions` differs. The val loss "
         f"at context L is the mean over every position of {batches} x 8 fixed val windows of L characters.",
         "",
@@ -311,12 +291,12 @@ def positions(out: Path | None = None, quick: bool = False, data: str | None = N
         + ", ".join(f"{ntk_base(base, L / trained, dh):,.0f} at {L}" for L in contexts[1:])
         + ".",
         "",
-        "![loss vs context](loss_vs_context.png)",
+        figure("loss_vs_context.png", "loss vs context"),
         "",
-        "![training curves](val_loss.png)",
-        "",
+        figure("val_loss.png", "training curves"),
     ]
-    return write(folder, parts)
+    title = f"Positions: trained at context {trained}, evaluated at {', '.join(map(str, contexts))}"
+    return write_report(folder, title, quick, parts)
 
 
 def positions_summary(table: dict[str, list[float | None]], contexts: list[int]) -> str:

@@ -19,11 +19,10 @@ from pathlib import Path
 
 import torch
 
-from tinyformer.device import machine
 from tinyformer.errors import UserError
-from tinyformer.experiments.runner import markdown_table
-from tinyformer.files import make_dir, write_text
+from tinyformer.experiments.report import figure, markdown_table, study_folder, write_report
 from tinyformer.generate.sampling import generate
+from tinyformer.models import count_parameters
 from tinyformer.models.gpt import GPTConfig, MiniGPT
 from tinyformer.plots import plot_series
 
@@ -100,18 +99,17 @@ def slope(rows: list[dict], way: str) -> float:
 def run(out: Path | None = None, quick: bool = False, data: str | None = None) -> Path:
     if data:
         raise UserError("kv-cache times random-weight models; it reads no text and takes no --data")
-    folder = Path(out or f"runs/experiments/kv-cache{'-quick' if quick else ''}")
-    make_dir(folder)
+    folder = study_folder("kv-cache", out, quick)
     models, n, repeats = (QUICK_MODELS, 5, 3) if quick else (MODELS, 17, 7)
     results = {}
     for i, (name, (config, contexts)) in enumerate(models.items()):
-        params = sum(p.numel() for p in MiniGPT(config).parameters())
+        params = count_parameters(MiniGPT(config))
         print(f"{name}: {params:,} parameters, {config.n_layer} layers, width {config.n_embd}")
         results[name] = (params, measure(config, contexts, n, repeats, with_hf=i == 0))
-    return write_report(folder, results, n, repeats, quick)
+    return report(folder, results, n, repeats, quick)
 
 
-def write_report(folder: Path, results: dict[str, tuple[int, list[dict]]], n: int, repeats: int, quick: bool) -> Path:
+def report(folder: Path, results: dict[str, tuple[int, list[dict]]], n: int, repeats: int, quick: bool) -> Path:
     curves = {
         f"{name}: {w}": [(r["context"], r[w]) for r in rows]
         for name, (_, rows) in results.items()
@@ -121,12 +119,8 @@ def write_report(folder: Path, results: dict[str, tuple[int, list[dict]]], n: in
     plot_series(
         curves, folder / "ms_per_token.png", "context (tokens)", "ms per new token", "Generation cost per token"
     )
-    note = " (--quick size: the numbers check the pipeline, they answer nothing)" if quick else ""
     parts = [
-        f"# KV cache: generation time per token{note}",
-        "",
-        f"Machine: {machine()['cpu']}, {torch.get_num_threads()} torch threads, "
-        f"torch {torch.__version__}. Each figure is (median t(n) - median t(1)) / (n - 1) over {repeats} "
+        f"Each figure is (median t(n) - median t(1)) / (n - 1) over {repeats} "
         f"alternating measurements, n = {n} new tokens (L - 1 for contexts L <= {n}) after a prompt of L - n: "
         "the cost of one more greedy token at contexts up to L, prefill excluded.",
         "",
@@ -167,15 +161,11 @@ def write_report(folder: Path, results: dict[str, tuple[int, list[dict]]], n: in
             "",
         ]
     parts += [
-        "![ms per token](ms_per_token.png)",
+        figure("ms_per_token.png", "ms per token"),
         "",
         "Past the block size the window slides by one token per step: the oldest token leaves, and every cached "
         "key above the first layer was computed while its token could still see it (with absolute positions, "
         "every position also shifts). tinyformer then rebuilds the cache from the window each step, exactly "
         "what the naive path computes, so there the cache buys nothing, whatever the position kind.",
-        "",
     ]
-    path = folder / "report.md"
-    write_text(path, "\n".join(parts))
-    print(f"report: {path}")
-    return path
+    return write_report(folder, "KV cache: generation time per token", quick, parts, device="cpu", from_runs=False)

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import torch
 
-from tinyformer.device import autocast, machine, resolve_precision
-from tinyformer.experiments.gpt_studies import best_val, folder_of, header, run_study
-from tinyformer.experiments.runner import Cell, CellResult, markdown_table
-from tinyformer.files import write_text
+from tinyformer.device import autocast, native_bf16, resolve_precision
+from tinyformer.experiments.gpt_studies import best_val, run_study
+from tinyformer.experiments.report import figure, markdown_table, write_report
+from tinyformer.experiments.runner import Cell, CellResult
 from tinyformer.plots import plot_series
 
 FP32 = "train.precision=fp32"  # not `auto`, which is bf16 where the hardware has it: the baseline must be fp32
@@ -59,8 +59,7 @@ def saved_mib(r: CellResult) -> float:
 
 
 def run(out: Path | None = None, quick: bool = False, data: str | None = None) -> Path:
-    results = run_study("practice", CELLS, out, quick, data, BUDGET)
-    folder = folder_of(results)
+    folder, results = run_study("practice", CELLS, out, quick, data, BUDGET)
     curves = {r.cell.name: r.series("val", "loss") for r in results}
     plot_series(curves, folder / "val_loss.png", "step", "val loss", "Training practice: val loss")
     train = {r.cell.name: r.series("train", "loss") for r in results}
@@ -69,11 +68,9 @@ def run(out: Path | None = None, quick: bool = False, data: str | None = None) -
         [r.cell.name, r.cell.about, best_val(r), f"{r.run.state['train_seconds']:.0f}", f"{saved_mib(r):.1f}"]
         for r in results
     ]
-    m = machine()
+    bf16 = "yes" if native_bf16(torch.device("cpu")) else "no (bf16 is emulated: slower, not faster)"
     parts = [
-        *header("Training practice: clipping, warmup, accumulation, checkpointing, bf16", quick),
-        f"Machine: {m['cpu']}, {torch.get_num_threads()} torch threads, torch {m['torch']}; "
-        f"native bf16: {'yes' if m['cpu_native_bf16'] else 'no (bf16 is emulated: slower, not faster)'}.",
+        f"Native bf16 on this CPU: {bf16}.",
         "",
         markdown_table(["cell", "what changes", "best val loss", "train s", "saved activations MiB"], rows),
         "",
@@ -82,12 +79,8 @@ def run(out: Path | None = None, quick: bool = False, data: str | None = None) -
         "tensors are recomputed and not kept). "
         "`train s` is each run's wall time, trained one after another: compare them as rough costs only.",
         "",
-        "![val loss](val_loss.png)",
+        figure("val_loss.png", "val loss"),
         "",
-        "![train loss](train_loss.png)",
-        "",
+        figure("train_loss.png", "train loss"),
     ]
-    path = folder / "report.md"
-    write_text(path, "\n".join(parts))
-    print(f"report: {path}")
-    return path
+    return write_report(folder, "Training practice: clipping, warmup, accumulation, checkpointing, bf16", quick, parts)

@@ -20,8 +20,9 @@ import torch
 
 from tinyformer.config import parse_override
 from tinyformer.errors import UserError
-from tinyformer.experiments.runner import Cell, CellResult, markdown_table, run_grid
-from tinyformer.files import write_text
+from tinyformer.experiments.report import figure, markdown_table, study_folder, write_report
+from tinyformer.experiments.runner import Cell, CellResult, run_grid
+from tinyformer.models import count_parameters
 from tinyformer.plots import plot_series
 from tinyformer.tasks.reverse import cross_alignment
 from tinyformer.train import checkpoint as ckpt
@@ -88,7 +89,7 @@ def summary_rows(results: list[CellResult]) -> list[list]:
             [
                 r.cell.name,
                 r.cell.about,
-                sum(p.numel() for p in r.run.model.parameters()),
+                count_parameters(r.run.model),
                 em[-1][1] if em else math.nan,
                 min(loss) if loss else math.nan,
                 "-" if align is None else f"{align:.3f}",
@@ -142,7 +143,7 @@ def length_table(r: CellResult) -> str:
     )
 
 
-def write_report(results: list[CellResult], folder: Path, quick: bool) -> Path:
+def report(results: list[CellResult], folder: Path, quick: bool) -> Path:
     by = {r.cell.name: r for r in results}
     curves = {r.cell.name: [(s / epochs(r), v) for s, v in r.series("val", "exact_match")] for r in results}
     plot_series(curves, folder / "exact_match.png", "epoch", "held-out exact match", "Exact match per epoch")
@@ -153,15 +154,11 @@ def write_report(results: list[CellResult], folder: Path, quick: bool) -> Path:
     rows = summary_rows(results)
     header = ["cell", "what changes", "parameters", "final exact match", "best val loss", "alignment", "train s"]
     parts = [
-        f"# Encoder-decoder ablation on digit reversal{' (--quick size: numbers are not meaningful)' if quick else ''}",
-        "",
-        "Every number below is read from the run folders next to this file.",
-        "",
         markdown_table(header, rows),
         "",
-        "![exact match](exact_match.png)",
+        figure("exact_match.png", "exact match"),
         "",
-        "![val loss](val_loss.png)",
+        figure("val_loss.png", "val loss"),
         "",
         "## 1. Embedding initialisation and scale, Linear initialisation",
         "",
@@ -179,17 +176,14 @@ def write_report(results: list[CellResult], folder: Path, quick: bool) -> Path:
         "",
         "## 5. The sort task's cross-attention",
         "",
-        "![sort](sort-cross.png)",
+        figure("sort-cross.png", "sort"),
         "",
         sort_matrix(results, folder),
         "## 8. Length extrapolation",
         "",
         length_table(by["extrapolate"]),
-        "",
     ]
-    path = folder / "report.md"
-    write_text(path, "\n".join(parts))
-    return path
+    return write_report(folder, "Encoder-decoder ablation on digit reversal", quick, parts)
 
 
 def _divergence(by: dict[str, CellResult]) -> str:
@@ -223,11 +217,8 @@ def check_saved_cells(grid: list[Cell], folder: Path) -> None:
 def run(out: Path | None = None, quick: bool = False, data: str | None = None) -> Path:
     if data:
         raise UserError("reverse-ablation generates its digit sequences; it takes no --data")
-    folder = Path(out or f"runs/experiments/reverse-ablation{'-quick' if quick else ''}")
+    folder = study_folder("reverse-ablation", out, quick)
     torch.manual_seed(0)
     grid = cells(d_ff=64) if quick else cells()
     check_saved_cells(grid, folder)
-    results = run_grid("reverse", [], QUICK if quick else [], grid, folder)
-    path = write_report(results, folder, quick)
-    print(f"report: {path}")
-    return path
+    return report(run_grid("reverse", [], QUICK if quick else [], grid, folder), folder, quick)

@@ -60,12 +60,3 @@ def run_grid(task: str, base: list[dict], extra: list[str], cells: list[Cell], f
     """Train or reuse every cell, in order; `extra` overrides (e.g. a --quick size) apply to all."""
     make_dir(folder)
     return [run_cell(task, base, extra, cell, folder) for cell in cells]
-
-
-def markdown_table(header: list[str], rows: list[list]) -> str:
-    def cell(x) -> str:
-        return f"{x:.4f}" if isinstance(x, float) else str(x)
-
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell(x) for x in row) + " |" for row in rows]
-    return "\n".join(lines)

@@ -14,7 +14,6 @@ every call runs exactly `max_new` = S + 1 steps. Medians over alternating repeat
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections.abc import Callable
@@ -22,10 +21,8 @@ from pathlib import Path
 
 import torch
 
-from tinyformer.device import machine
 from tinyformer.errors import UserError
-from tinyformer.experiments.runner import markdown_table
-from tinyformer.files import make_dir, write_text
+from tinyformer.experiments.report import figure, markdown_table, study_folder, write_report
 from tinyformer.generate.decoding import beam_search, greedy_decode
 from tinyformer.models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer, build_seq2seq
 from tinyformer.plots import plot_series
@@ -81,7 +78,7 @@ def measure(model: Seq2SeqTransformer, length: int, batch: int, repeats: int) ->
 def run(out: Path | None = None, quick: bool = False, data: str | None = None) -> Path:
     if data:
         raise UserError("seq2seq-decoding times a random-weight model; it reads no text and takes no --data")
-    folder = make_dir(Path(out or f"runs/experiments/seq2seq-decoding{'-quick' if quick else ''}"))
+    folder = study_folder("seq2seq-decoding", out, quick)
     torch.manual_seed(0)
     config = Seq2SeqConfig(**(QUICK_MODEL if quick else MODEL), dropout=0.0, attn_dropout=0.0)
     model = build_seq2seq(config).eval()
@@ -90,7 +87,7 @@ def run(out: Path | None = None, quick: bool = False, data: str | None = None) -
     for length in lengths:
         rows.append(measure(model, length, batch=1, repeats=repeats))
         print(f"  source length {length}: " + ", ".join(f"{w} {t:.1f} ms" for w, t in rows[-1]["ms"].items()))
-    return write_report(folder, rows, config, repeats, quick)
+    return report(folder, rows, config, repeats, quick)
 
 
 def table(rows: list[dict]) -> str:
@@ -120,24 +117,20 @@ def verdict(rows: list[dict]) -> str:
     )
 
 
-def write_report(folder: Path, rows: list[dict], config: Seq2SeqConfig, repeats: int, quick: bool) -> Path:
+def report(folder: Path, rows: list[dict], config: Seq2SeqConfig, repeats: int, quick: bool) -> Path:
     curves = {w: [(r["length"], r["ms"][w]) for r in rows] for w in WAYS}
     png = "time_vs_length.png"
-    title = "Per sentence (batch 1): encode vs decode, with and without the KV cache"
-    plot_series(curves, folder / png, "source length (tokens); output = length + 1", "median ms (log)", title, True)
-    m = machine()
-    figures = {"machine": m, "model": MODEL if not quick else QUICK_MODEL, "repeats": repeats, "rows": rows}
-    write_text(folder / "figures.json", json.dumps(figures, indent=2) + "\n")
-    note = " (--quick size: the numbers check the pipeline, they answer nothing)" if quick else ""
+    plot_title = "Per sentence (batch 1): encode vs decode, with and without the KV cache"
+    plot_series(
+        curves, folder / png, "source length (tokens); output = length + 1", "median ms (log)", plot_title, True
+    )
+    figures = {"model": MODEL if not quick else QUICK_MODEL, "repeats": repeats, "rows": rows}
     same = all(all(r["same_tokens"].values()) for r in rows)
     parts = [
-        f"# Encoder or decoder: where inference time goes{note}",
-        "",
-        f"Machine: {m['cpu']}, {m['torch_threads']} torch threads, torch {m['torch']}. Model: D = {config.n_embd}, "
-        f"{config.n_head} heads, {config.n_encoder_layers} + {config.n_decoder_layers} layers, d_ff {config.d_ff}, "
-        f"random weights. One sentence per call (batch 1); each figure is the median of {repeats} alternating "
-        "measurements after a warm-up. Decoding calls include their encode and generate exactly source length + 1 "
-        "tokens (EOS is an id no logit can pick).",
+        f"Model: D = {config.n_embd}, {config.n_head} heads, {config.n_encoder_layers} + {config.n_decoder_layers} "
+        f"layers, d_ff {config.d_ff}, random weights. One sentence per call (batch 1); each figure is the median "
+        f"of {repeats} alternating measurements after a warm-up. Decoding calls include their encode and generate "
+        "exactly source length + 1 tokens (EOS is an id no logit can pick).",
         "",
         table(rows),
         "",
@@ -145,16 +138,13 @@ def write_report(folder: Path, rows: list[dict], config: Seq2SeqConfig, repeats:
         "",
         f"Cached and uncached decoding produced the same tokens in every measured call: {'yes' if same else 'NO'}.",
         "",
-        f"![time vs length]({png})",
+        figure(png, "time vs length"),
         "",
         "Without the cache, step t re-runs the t-token prefix (O(t) projections and O(t^2) attention per layer), so "
         "a sentence costs O(L^2) projections; with it, each step runs one token: O(L) in all, attention O(L^2) "
         "but cheap. Beam search runs K = 4 rows per sentence and reorders the cache's rows every step.",
-        "",
     ]
-    path = folder / "report.md"
-    write_text(path, "\n".join(parts))
     print(table(rows))
     print(verdict(rows))
-    print(f"report: {path}")
-    return path
+    title = "Encoder or decoder: where inference time goes"
+    return write_report(folder, title, quick, parts, figures=figures, device="cpu", from_runs=False)

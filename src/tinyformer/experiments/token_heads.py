@@ -17,10 +17,10 @@ import shutil
 import statistics
 from pathlib import Path
 
-from tinyformer.device import machine
 from tinyformer.errors import UserError
-from tinyformer.experiments.runner import Cell, CellResult, finished, markdown_table, run_cell
-from tinyformer.files import make_dir, write_text
+from tinyformer.experiments.report import figure, markdown_table, mean_sd, study_folder, write_report
+from tinyformer.experiments.runner import Cell, CellResult, finished, run_cell
+from tinyformer.models import count_parameters
 from tinyformer.plots import plot_series
 
 SEEDS = (1337, 1)
@@ -64,9 +64,7 @@ def cells(task: str, mlm: Path, quick: bool) -> list[Cell]:
 
 
 def train_all(task: str, out: Path | None, quick: bool, data: str | None, mlm: str | None):
-    folder = make_dir(
-        Path(out or f"runs/experiments/{'tagging' if task == 'tag' else task}{'-quick' if quick else ''}")
-    )
+    folder = study_folder("tagging" if task == "tag" else task, out, quick)
     if data and Path(data).suffix.lower() not in ("", ".txt"):
         raise UserError(f"--data {data}: the tagging and qa studies run the built-in task; give a play text (.txt)")
     where = [f"data.path={json.dumps(str(Path(data).resolve()))}"] if data else []
@@ -104,13 +102,9 @@ def by_init(results: list[CellResult], score) -> list[list]:
         columns = [mean_sd([f[k] for f in figures]) for k in figures[0]]
         seconds = statistics.mean(r.run.state["train_seconds"] for r in runs)
         c = runs[0].run.config.train
-        params = sum(p.numel() for p in runs[0].run.model.parameters())
+        params = count_parameters(runs[0].run.model)
         table.append([about, len(runs), f"{params:,}", *columns, f"{c.max_iters} x {c.batch_size}", f"{seconds:.0f}"])
     return table
-
-
-def mean_sd(xs: list[float]) -> str:
-    return f"{statistics.mean(xs):.4f} ± {statistics.stdev(xs):.4f}" if len(xs) > 1 else f"{xs[0]:.4f}"
 
 
 def f1_per_epoch(results: list[CellResult], rows_in_epoch, png: Path, title: str) -> Path:
@@ -123,16 +117,12 @@ def f1_per_epoch(results: list[CellResult], rows_in_epoch, png: Path, title: str
     return plot_series(curves, png, "epochs (training rows seen / rows in the training split)", "val F1", title)
 
 
-def header(title: str, quick: bool, mlm_dir: Path, command: str) -> list[str]:
-    m = machine()
+def intro(mlm_dir: Path, command: str) -> list[str]:
     return [
-        f"# {title}" + (" (--quick: numbers are not meaningful)" if quick else ""),
-        "",
-        f"Made by `{command}`. Machine: {m['cpu']}, {m['torch_threads']} torch thread(s), torch {m['torch']}, "
-        "no GPU used.",
-        f"Masked-LM run the small rows start from, and whose tokenizer they share: `{mlm_dir}`. It read the first "
-        "90% of the play as raw text (no tags, no questions), test passages included: pretraining on the text a "
-        "task later labels is how BERT-style models are used, but it means the encoder has seen these words.",
+        f"Made by `{command}`. Masked-LM run the small rows start from, and whose tokenizer they share: "
+        f"`{mlm_dir}`. It read the first 90% of the play as raw text (no tags, no questions), test passages "
+        "included: pretraining on the text a task later labels is how BERT-style models are used, but it means "
+        "the encoder has seen these words.",
         "",
     ]
 
@@ -161,8 +151,8 @@ def tagging(out: Path | None = None, quick: bool = False, data: str | None = Non
     table = by_init(results, score)
     head = ["init", "seeds", "parameters", "entity F1, seen names", "entity F1, unseen names", "recall, unseen"]
     best = max(results, key=lambda r: test_json(r)["unseen"]["f1"])
-    parts = header("Tagging character names in Tiny Shakespeare", quick, mlm_dir, "tinyformer experiment tagging")
-    parts += [
+    parts = [
+        *intro(mlm_dir, "tinyformer experiment tagging"),
         f"The task: tag every mention of a character name inside the speeches (B-PER, I-PER, O). The names come "
         f"from the speaker headers; {len(task.unseen_names)} of them are held out "
         f"({', '.join(task.unseen_names[:12])}, ...). Train {n['train']}, val {n['val']} and the seen-names test "
@@ -177,14 +167,14 @@ def tagging(out: Path | None = None, quick: bool = False, data: str | None = Non
         "",
         markdown_table(head + ["steps x batch", "train s"], [*table, gaz_row]),
         "",
-        "Validation F1 per epoch: ![f1](f1_per_epoch.png)",
+        f"Validation F1 per epoch: {figure('f1_per_epoch.png', 'f1')}",
         "",
         f"Predictions of `{best.cell.name}` on unseen-names passages (a word that is a name in the gold tags or the "
         "prediction is shown as [word: gold, predicted]):",
         "",
         *tag_examples(test_json(best)["unseen"]["examples"]),
     ]
-    return finish(folder, "report.md", parts)
+    return write_report(folder, "Tagging character names in Tiny Shakespeare", quick, parts)
 
 
 def tag_examples(examples: list[dict], k: int = 6) -> list[str]:
@@ -215,8 +205,8 @@ def qa(out: Path | None = None, quick: bool = False, data: str | None = None, ml
     best = max(results, key=lambda r: test_json(r)["f1"])
     shutil.copyfile(best.run.path / SPAN_PNG, folder / SPAN_PNG)
     n = {k: len(v) for k, v in task.splits.items()}
-    parts = header("Extractive QA: who says this line?", quick, mlm_dir, "tinyformer experiment qa")
-    parts += [
+    parts = [
+        *intro(mlm_dir, "tinyformer experiment qa"),
         f"The task: a passage of {task.config.data.speeches} consecutive speeches (each cut to its first 3 lines) "
         "with their headers, and the question \"Who says '<one of its lines>'?\"; the answer is the header of the "
         f"speech holding the line. Train {n['train']}, val {n['val']}, test {n['test']} questions, split by "
@@ -232,10 +222,10 @@ def qa(out: Path | None = None, quick: bool = False, data: str | None = None, ml
             table,
         ),
         "",
-        "Validation F1 per epoch: ![f1](f1_per_epoch.png)",
+        f"Validation F1 per epoch: {figure('f1_per_epoch.png', 'f1')}",
         "",
         f"P(start) and P(end) along the first window of the first test passage (`{best.cell.name}`): "
-        f"![span]({SPAN_PNG})",
+        + figure(SPAN_PNG, "span"),
         "",
         f"Predictions of `{best.cell.name}`:",
         "",
@@ -244,10 +234,4 @@ def qa(out: Path | None = None, quick: bool = False, data: str | None = None, ml
             for e in test_json(best)["examples"][:8]
         ],
     ]
-    return finish(folder, "report.md", parts)
-
-
-def finish(folder: Path, name: str, parts: list[str]) -> Path:
-    path = write_text(folder / name, "\n".join(parts) + "\n")
-    print(f"report: {path}")
-    return path
+    return write_report(folder, "Extractive QA: who says this line?", quick, parts)

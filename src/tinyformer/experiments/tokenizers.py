@@ -16,8 +16,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from tinyformer.experiments.gpt_studies import folder_of, header, params, run_study, sample_text, write
-from tinyformer.experiments.runner import Cell, CellResult, markdown_table
+from tinyformer.experiments.gpt_studies import params, run_study, sample_text
+from tinyformer.experiments.report import figure, markdown_table, write_report
+from tinyformer.experiments.runner import Cell, CellResult
 from tinyformer.plots import plot_series
 
 CELLS = [
@@ -37,8 +38,7 @@ def bpc_within(r: CellResult, seconds: float) -> float:
 
 
 def run(out: Path | None = None, quick: bool = False, data: str | None = None) -> Path:
-    results = run_study("tokenizers", CELLS, out, quick, data)
-    folder = folder_of(results)
+    folder, results = run_study("tokenizers", CELLS, out, quick, data)
     times = {r.cell.name: r.series("val", "train_seconds") for r in results}
     curves = {n: [(t, v) for (_, t), (_, v) in zip(times[n], r.series("val", "bpc"), strict=True)] for n, r in
               ((r.cell.name, r) for r in results)}  # fmt: skip
@@ -56,7 +56,6 @@ def run(out: Path | None = None, quick: bool = False, data: str | None = None) -
     at = {r.cell.name: bpc_within(r, same) for r in results}
     winner = min(at, key=lambda n: at[n] if math.isfinite(at[n]) else math.inf)
     parts = [
-        *header("Characters vs byte-level BPE at the same parameter count and wall time", quick),
         *(f"- **{r.cell.name}**: {r.cell.about}" for r in results),
         "",
         markdown_table([*cols, f"val bpc by {same:.0f} s"], rows),
@@ -64,10 +63,10 @@ def run(out: Path | None = None, quick: bool = False, data: str | None = None) -
         f"At the same training time ({same:.0f} s, the shorter run), the lower val bits per character is "
         f"**{winner}**'s ({at[winner]:.4f}).",
         "",
-        "![bits per character vs time](bpc_vs_time.png)",
+        figure("bpc_vs_time.png", "bits per character vs time"),
         "",
         "## Samples (300 tokens each, the run's sampling settings)",
         "",
         *(f"**{r.cell.name}**\n\n```\n{sample_text(r)}\n```\n" for r in results),
     ]
-    return write(folder, parts)
+    return write_report(folder, "Characters vs byte-level BPE at the same parameter count and wall time", quick, parts)

@@ -36,6 +36,7 @@ from tinyformer.lab.render import (
     typed_numbers,
 )
 from tinyformer.lab.sources import SOURCES, Source, complete, facts, inputs_ready, read_json, record_machine
+from tinyformer.train import checkpoint as ckpt
 
 
 @dataclass
@@ -53,7 +54,7 @@ def produce(source: Source, runs: Path, quick: bool, cli: Callable[[list[str]], 
     passed in by the command: the lab sits below the CLI and imports nothing of it)."""
     folder = make_dir(runs / source.path)
     for argv in source.argv(quick):
-        if source.done == "trainer_state.pt" and (folder / "trainer_state.pt").is_file():
+        if source.done == ckpt.STATE and ckpt.is_run(folder):
             argv = [*argv[:2], "--resume", "{dir}"]  # an interrupted run continues where it stopped
         line = command_text(argv, str(runs), str(folder))
         print(f"lab: tinyformer {line}", flush=True)

@@ -21,7 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tinyformer.errors import UserError
+from tinyformer.experiments import EXPERIMENTS
+from tinyformer.experiments.report import QUICK_MARK
 from tinyformer.files import write_text
+from tinyformer.train import checkpoint as ckpt
 
 GPT_QUICK = (
     "--set model.block_size=32 --set model.n_embd=32 --set model.n_layer=2 --set train.max_iters=30 "
@@ -62,20 +65,10 @@ def _study(name: str) -> Source:
     return Source(f"experiments/{name}", (run,), (f"{run} --quick",))
 
 
-STUDIES = (
-    "ablation",
-    "scale",
-    "positions",
-    "kv-cache",
-    "reverse-ablation",
-    "seq2seq-decoding",
-    "classifiers",
-    "classifiers-minilm",
-    "tagging",
-    "qa",
-    "attention-variants",
-    "practice",
-)
+# Every study of `EXPERIMENTS` but the tokenizer one, which no item of the guide quotes (its BPE training is
+# minutes of the quick build that no page would read).
+NOT_IN_GUIDE = ("tokenizers",)
+STUDIES = tuple(name for name in EXPERIMENTS if name not in NOT_IN_GUIDE)
 
 
 def _reverse_cells() -> list[Source]:
@@ -91,7 +84,7 @@ def _reverse_cells() -> list[Source]:
             f"experiments/reverse-ablation/{c.name}",
             (train(c.overrides),),
             (train([*ra.QUICK, *quick[c.name]]),),
-            done="trainer_state.pt",
+            done=ckpt.STATE,
         )
         for c in ra.cells()
     ]
@@ -103,7 +96,7 @@ def _reverse_fast() -> Source:
 
     run = "train reverse --config configs/reverse_fast.toml"
     quick = " ".join([run, *(f"--set {o}" for o in QUICK), "--out {dir}"])
-    return Source("lab/reverse-fast", (f"{run} --out {{dir}}",), (quick,), done="trainer_state.pt")
+    return Source("lab/reverse-fast", (f"{run} --out {{dir}}",), (quick,), done=ckpt.STATE)
 
 
 BERT = f'viz bert --sentence "{SENTENCE}" --out {{dir}}'
@@ -113,9 +106,7 @@ CROSS = f'viz cross-attention {{runs}}/experiments/reverse-ablation/baseline "{P
 SOURCES: dict[str, Source] = {  # in the order they are made: a run comes before the views that read it
     s.name: s
     for s in (
-        Source(
-            "lab/gpt", ("train gpt --out {dir}",), (f"train gpt {GPT_QUICK} --out {{dir}}",), done="trainer_state.pt"
-        ),
+        Source("lab/gpt", ("train gpt --out {dir}",), (f"train gpt {GPT_QUICK} --out {{dir}}",), done=ckpt.STATE),
         Source("lab/gpt-info", ("info {runs}/lab/gpt",), stdout=True, done="stdout.txt", cheap=True),
         Source("lab/gpt-sample", (SAMPLE,), stdout=True, done="stdout.txt", cheap=True),
         Source("lab/bert", (f"{BERT} {BERT_ALL}",), cheap=True),
@@ -142,14 +133,14 @@ SOURCES: dict[str, Source] = {  # in the order they are made: a run comes before
 
 def complete(source: Source, folder: Path, quick: bool = False) -> bool:
     """The folder holds all the source makes (a training run: finished), at the size asked for."""
-    if source.done == "trainer_state.pt":
+    if source.done == ckpt.STATE:
         from tinyformer.experiments.runner import finished
 
         return finished(folder) and quick == _quick_run(folder)
     path = folder / source.done
     if not path.is_file():
         return False
-    return quick or path.suffix != ".md" or "--quick size" not in path.read_text(encoding="utf-8").split("\n")[0]
+    return quick or path.suffix != ".md" or QUICK_MARK not in path.read_text(encoding="utf-8").split("\n")[0]
 
 
 def _quick_run(folder: Path) -> bool:
