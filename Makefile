@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   train MiniGPT on Tiny Shakespeare (CPU preset, about 2 minutes) and print a sample
 #   make test   run the whole test suite
+# While you work: make check (every test that trains at most a few steps, about 3 minutes on 2 cores).
 # Both create .venv and install tinyformer into it first (torch's CPU build, then the package).
 
 PYTHON ?= python3
@@ -9,7 +10,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 RUN ?= runs/demo
 
-.PHONY: setup demo test lint clean gpu-check lab
+.PHONY: setup demo test check lint clean gpu-check lab
 
 setup: $(VENV)/.dev
 
@@ -33,6 +34,10 @@ demo: $(VENV)/.core
 
 test: $(VENV)/.dev
 	$(BIN)/python -m pytest -q
+
+# The fast tier: what `slow` marks (training beyond a few steps, the studies, the lab's build) is left out.
+check: $(VENV)/.dev
+	$(BIN)/python -m pytest -q -m "not slow"
 
 # The lab guide (docs/lab): pages, figures and facts.json from the reports under runs/.
 #   make lab          fill the pages from what runs/ holds (a source it lacks keeps the committed values)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import random
 import string
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -58,7 +61,51 @@ def tiny_run_config(text_file: Path, dropout: float = 0.1, backend: str = "auto"
     t = dict(max_iters=12, batch_size=4, eval_interval=4, eval_iters=2, log_interval=2, device="cpu")
     cfg = RunConfig(task="gpt", model=model, train=TrainConfig(**(t | train)))
     cfg.data.path = str(text_file)
+    cfg.sample.tokens = 20  # the end-of-run sample.txt: a line, not 500 one-token steps
     return cfg
+
+
+# ---- the CI-sized lab: every study made once per session, where the lab's quick build then finds it ----
+HAS_PLAY = Path(os.environ.get("TINYFORMER_DATA", "/nonexistent")).is_file()
+needs_play = pytest.mark.skipif(not HAS_PLAY, reason="needs the play: set TINYFORMER_DATA")
+
+
+@dataclass
+class Study:
+    folder: Path
+    report: Path
+    stdout: str  # what the study printed while it was made
+
+
+@pytest.fixture(scope="session")
+def quick_runs(tmp_path_factory) -> Path:
+    """The runs root of the CI-sized lab build (`lab build --quick`). The study tests make their studies here,
+    in the folders the lab reads, and tests/lab/test_build.py builds the guide from the same root: a study
+    trains once per session, whichever test asks for it first."""
+    return tmp_path_factory.mktemp("lab-quick")
+
+
+@pytest.fixture(scope="session")
+def quick_study(quick_runs):
+    """`quick_study(name)`: the study made as `lab build --quick` makes it (its quick command, through the CLI's
+    own entry point, into its lab folder), at the first call."""
+    from tinyformer.cli import main
+    from tinyformer.lab.build import produce
+    from tinyformer.lab.sources import SOURCES
+
+    made: dict[str, Study] = {}
+
+    def study(name: str) -> Study:
+        if name not in made:
+            source = SOURCES[f"experiments/{name}"]
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                produce(source, quick_runs, True, main)
+            folder = quick_runs / source.path
+            made[name] = Study(folder, folder / source.done, printed.getvalue())
+        return made[name]
+
+    return study
 
 
 # ---- run folders shared by the command-line tests (trained once per session) ----

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from tests.conftest import needs_play
 from tinyformer.experiments import attention_variants as av
 from tinyformer.models.gpt import GPTConfig, param_count
 
@@ -31,10 +32,12 @@ def test_crossover_is_the_length_from_which_linear_always_wins():
 
 
 @pytest.mark.slow
-def test_quick_study_writes_every_table_and_figure(tmp_path, text_file):
+@needs_play
+def test_quick_study_writes_every_table_and_figure(quick_study):
     import matplotlib.image
 
-    report = av.run(tmp_path, quick=True, data=str(text_file))
+    study = quick_study("attention-variants")
+    tmp_path, report = study.folder, study.report
     text, figures = report.read_text(), json.loads((tmp_path / "figures.json").read_text())
     quality = figures["quality"]
     assert list(quality) == ["softmax", "linear", "gqa-2", "mqa"]

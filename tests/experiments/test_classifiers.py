@@ -1,21 +1,20 @@
 """The --quick classifier bake-off end to end: masked-LM cell, every encoder, the report from the runs."""
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
+from tests.conftest import needs_play
 from tinyformer.experiments import classifiers, runner
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not Path(os.environ.get("TINYFORMER_DATA", "/nonexistent")).is_file(), reason="needs the play")
-def test_quick_bakeoff_reports_every_encoder_and_reuses_its_runs(tmp_path, monkeypatch):
+@needs_play
+def test_quick_bakeoff_reports_every_encoder_and_reuses_its_runs(quick_study, monkeypatch):
     import matplotlib.image
 
-    path = classifiers.run(tmp_path, quick=True)
-    text = path.read_text()
+    study = quick_study("classifiers")
+    tmp_path, text = study.folder, study.report.read_text()
     cells = ["transformer-scratch", "transformer-pretrained", "transformer-cls", "textcnn", "rnn", "lstm", "gru"]
     cells += ["bilstm", "bigru"]
     for name in cells:

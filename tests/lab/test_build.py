@@ -134,8 +134,10 @@ def test_every_embedded_figure_is_committed_and_every_committed_one_embedded():
 
 # ---- the CI-sized build: every source run tiny, every figure there ----------------------------------------
 @pytest.mark.slow
-def test_quick_build_runs_every_source_and_embeds_only_files_it_made(tmp_path):
-    pages, got = build(TEMPLATES, tmp_path / "docs", tmp_path / "runs", quick=True, cli=main)
+def test_quick_build_runs_every_source_and_embeds_only_files_it_made(tmp_path, quick_runs):
+    """On the session's CI-sized runs root: the studies the study tests made there are complete and reused
+    (no study trains twice in a session), the rest is made here. Run alone, this test makes every source."""
+    pages, got = build(TEMPLATES, tmp_path / "docs", quick_runs, quick=True, cli=main)
     assert got.missing == [] and got.errors == []
     # A key the tiny runs lack (a context, a length) must be one the full-size build resolved, unless that
     # source is not measured yet: a misspelt key fails here or in the full build.

@@ -85,7 +85,7 @@ def test_a_source_reads_only_sources_made_before_it():
     """`lab build --train` makes the sources in the registry's order: a view of a run must come after the run."""
     made: list[str] = []
     for name, source in SOURCES.items():
-        for raw in source.argv(False):
+        for raw in source.argv(False) + source.argv(True):  # at full size and at CI size
             for arg in raw:
                 if arg.startswith("{runs}/"):
                     read = arg.removeprefix("{runs}/")
