@@ -24,6 +24,7 @@ def test_on_a_gpu_every_command_targets_cuda_at_full_size(tmp_path):
         assert "--set" not in args and "--lengths" not in args, name  # the real sizes
 
 
+@pytest.mark.slow
 def test_dry_run_starts_every_command_and_writes_every_figure(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)  # the preset is named relative to the repository, as `make gpu-check` runs it
     assert gpu_check().main(["--dry", "--out", str(tmp_path / "check")]) == 0

@@ -17,6 +17,7 @@ def test_flops_per_token_needs_the_fitted_vocabulary():
 KEYS = {"impl", "tokens_per_s", "loss", "precision", "peak_rss_mb", "attention"}
 
 
+@pytest.mark.slow
 def test_workers_measure_both_sides_in_fp32(text_file):
     """The reference through `python -m` (one JSON line), ours in-process; both a few steps from ln(vocab)."""
     cmd = [sys.executable, "-m", "tinyformer.bench.train", "--impl", "reference", "--iters", "2"]

@@ -54,6 +54,7 @@ def small_run(tmp_path, impl="tinyformer", steps=800):
     return task, model, Trainer(model, task, cfg.train, tmp_path, progress=False)
 
 
+@pytest.mark.slow
 def test_a_short_run_learns_to_reverse_its_tiny_set(tmp_path):
     task, model, trainer = small_run(tmp_path)
     trainer.fit()

@@ -109,7 +109,7 @@ def test_table_errors_name_the_row_and_leave_no_run_folder(tmp_path, capsys, row
 def test_seq2seq_needs_a_table_and_reverse_has_no_columns(tmp_path, capsys):
     assert "train seq2seq needs a table of pairs: --data" in user_error(capsys, "train", "seq2seq", "--out", "x")
     err = user_error(capsys, "train", "reverse", "--source-col", "src", "--out", str(tmp_path / "r"))
-    assert "unknown config key 'data.source_col'" in err
+    assert "--source-col is read by train seq2seq, not by train reverse" in err
 
 
 # ---- the same task with a byte-level BPE vocabulary ---------------------------------------------------------------

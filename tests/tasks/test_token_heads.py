@@ -497,6 +497,7 @@ def test_builtin_tag_task_scores_seen_and_unseen_names(play, tmp_path):
     assert r["test"]["gazetteer"]["f1"] == 1.0
 
 
+@pytest.mark.slow
 def test_builtin_qa_task_scores_against_the_baseline(play, tmp_path):
     out = tmp_path / "run"
     qa = ["data.seq_len=64", "data.max_question=24", "data.stride=16"]

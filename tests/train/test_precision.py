@@ -80,6 +80,7 @@ def _config(text_file, precision: str, steps: int) -> RunConfig:
     return config
 
 
+@pytest.mark.slow
 def test_bf16_and_fp16_train_to_the_loss_of_fp32(text_file, tmp_path):
     """200 steps from the same seed end within 0.01 of fp32's validation loss, yet did run in low precision.
 

@@ -35,6 +35,7 @@ class FixedBatch:
         return batch[0].numel()
 
 
+@pytest.mark.slow
 def test_trainer_overfits_one_batch(tmp_path):
     torch.manual_seed(0)
     model = MiniGPT(GPTConfig(vocab_size=20, block_size=16, n_layer=2, n_head=2, n_embd=32, dropout=0.0))
