@@ -52,3 +52,12 @@ def test_no_command_ends_in_a_traceback_on_a_run_folder_with_one_bad_file(traine
         outcomes[code] += 1
         shutil.rmtree(run)
     assert outcomes[2] > 0 and outcomes[0] > 0  # some corruptions are harmless (loss.png), many are not
+
+
+def test_no_command_leaves_a_temp_file_behind(trained, tmp_path, capsys):
+    """Every write goes through a temp file and a rename: after a clean exit not one `.NAME.tmp` is left."""
+    run = Path(shutil.copytree(trained, tmp_path / "run"))
+    for i, command in enumerate(COMMANDS.values()):
+        assert main([str(a) for a in command(run, tmp_path / f"out{i}")]) == 0
+        left = [p for p in tmp_path.rglob("*.tmp")]
+        assert not left, (command(run, tmp_path), left)

@@ -32,6 +32,10 @@ from tinyformer.train.autotune import apply_recorded
 from tinyformer.train.distributed import World
 
 REQUIRED = (ckpt.CONFIG, ckpt.TOKENIZER, ckpt.WEIGHTS, ckpt.STATE)
+NEVER_SAVED = (
+    "run folder {p!r} holds a run that stopped before its first checkpoint, so there is nothing to resume; "
+    "delete it (rm -r {p}) and start the run again"
+)
 
 
 @dataclass
@@ -59,6 +63,10 @@ def check_run_dir(path: str | Path) -> Path:
     p = Path(path)
     if not p.is_dir():
         raise UserError(f"run folder {str(p)!r} does not exist")
+    if ckpt.never_saved(p):
+        raise UserError(NEVER_SAVED.format(p=str(p)))
+    if (p / ckpt.COMMIT).is_file():  # a save a kill interrupted after its commit: resume (under the lock) ends it
+        return p
     missing = [name for name in REQUIRED if not (p / name).is_file()]
     if missing:
         raise UserError(f"run folder {str(p)!r} is missing {', '.join(missing)}; is it a tinyformer run?")
@@ -115,6 +123,8 @@ def check_resume_changes(saved: cfg.RunConfig, asked: cfg.RunConfig) -> None:
 
 
 def check_empty(run_dir: Path) -> Path:
+    if ckpt.never_saved(run_dir):
+        raise UserError(NEVER_SAVED.format(p=str(run_dir)))
     if run_dir.is_dir() and any(p.name != ckpt.LOCK for p in run_dir.iterdir()):
         raise UserError(
             f"run folder {str(run_dir)!r} is not empty; resume it with --resume {run_dir} or pick another --out"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -13,8 +14,10 @@ import pytest
 import torch
 
 from tests.conftest import tiny_run_config
+from tinyformer import config
 from tinyformer.device import seed_everything
 from tinyformer.errors import UserError
+from tinyformer.runs import prepare_run
 from tinyformer.tasks import GPTTask
 from tinyformer.train import checkpoint as ckpt
 from tinyformer.train.trainer import Trainer
@@ -25,64 +28,124 @@ class Killed(BaseException):
 
 
 def trainer(text_file, run_dir, resume=False):
-    cfg = tiny_run_config(text_file, dropout=0.1)  # 12 steps, evaluations (and saves) at 4, 8, 12
+    cfg = tiny_run_config(text_file, dropout=0.1, backend="sdpa")  # 12 steps; evaluations (and saves) at 4, 8, 12
     seed_everything(cfg.train.seed)
     task = GPTTask.prepare(cfg)
-    return Trainer(task.build_model(), task, cfg.train, run_dir, resume=resume, progress=False)
+    t = Trainer(task.build_model(), task, cfg.train, run_dir, resume=resume, progress=False)
+    if not resume:  # what `train` writes as a run starts, before its first save
+        ckpt.save_json(run_dir / ckpt.CONFIG, config.to_dict(task.config))
+        task.tokenizer.save(run_dir / ckpt.TOKENIZER)
+    return t
 
 
 def weights(t):
     return {k: v.clone() for k, v in t.model.state_dict().items()}
 
 
-def writes_of_one_save(text_file, tmp_path, monkeypatch) -> int:
-    calls = []
-    real = os.replace
-    monkeypatch.setattr(os, "replace", lambda a, b: calls.append(b) or real(a, b))
-    t = trainer(text_file, tmp_path / "count")
-    t.fit(until=8)
-    calls.clear()
-    t.fit()  # steps 9-12: best.safetensors (maybe), then the save of step 12
-    monkeypatch.setattr(os, "replace", real)
-    return len(calls)
+class Faults:
+    """Counts the file-system steps of a save (each part's write, each fsync, each rename) and makes the k-th one
+    fail: `Killed` (a kill: nothing runs after it) or a full disk (the write leaves half a file, then ENOSPC)."""
+
+    def __init__(self, at: int | None = None, how: str = "kill"):
+        self.at, self.how, self.steps = at, how, []
+
+    def arm(self, monkeypatch) -> None:
+        real_weights, real_state = ckpt.weights_writer, ckpt.state_writer
+        monkeypatch.setattr(ckpt, "weights_writer", lambda *a: self.wrap("write", real_weights(*a)))
+        monkeypatch.setattr(ckpt, "state_writer", lambda *a: self.wrap("write", real_state(*a)))
+        real_fsync, real_replace = os.fsync, os.replace
+        monkeypatch.setattr(os, "fsync", lambda fd: self.step("fsync", lambda: real_fsync(fd)))
+        monkeypatch.setattr(os, "replace", lambda a, b: self.step("rename", lambda: real_replace(a, b)))
+
+    def wrap(self, kind, write):
+        return lambda path: self.step(kind, lambda: write(path), path)
+
+    def step(self, kind, do, path=None):
+        if len(self.steps) == self.at:
+            if self.how == "kill":
+                raise Killed
+            if kind == "write":  # ENOSPC: what fitted is on the disk, then the error
+                do()
+                path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+                raise OSError(errno.ENOSPC, "No space left on device")
+        self.steps.append(kind)
+        return do()
+
+
+def train_until(text_file, run_dir, monkeypatch, fault: Faults | None, until: int | None = None):
+    """Train the tiny run (saves at 4, 8, 12), from the start or resumed, with `fault` armed for its last save."""
+    t = trainer(text_file, run_dir, resume=(run_dir / ckpt.CONFIG).exists())
+    if fault is None:
+        t.fit(until=until)
+        return t
+    if t.step > 0:  # a resumed run: up to the step before the save the fault is for (fit saves where it stops)
+        t.fit(until=until - 1)
+    fault.arm(monkeypatch)  # counts that save's steps only: the very first save of a new run, or step 12's
+    t.fit(until=until)
+    return t
+
+
+def points(text_file, tmp_path, monkeypatch, first: bool) -> list[str]:
+    """The steps of one save: the first one (step 4) or a later one that also writes best.safetensors."""
+    counter = Faults()
+    run_dir = tmp_path / ("count-first" if first else "count")
+    if not first:
+        train_until(text_file, run_dir, monkeypatch, None, until=8)
+    train_until(text_file, run_dir, monkeypatch, counter, until=4 if first else 12)
+    monkeypatch.undo()
+    return counter.steps
 
 
 @pytest.mark.slow
-def test_a_kill_at_every_write_of_a_save_resumes_exactly_or_names_the_stale_file(text_file, tmp_path, monkeypatch):
-    full = trainer(text_file, tmp_path / "full")
-    full.fit()
-    expected = weights(full)
-    n = writes_of_one_save(text_file, tmp_path, monkeypatch)
-    assert n >= 3  # latest weights, trainer state, loss.png (and best weights when val improved)
-    outcomes = []
-    for k in range(n + 1):  # kill before the k-th rename of the last save (k = n: after all of them)
-        run_dir = tmp_path / f"kill{k}"
-        t = trainer(text_file, run_dir)
-        t.fit(until=8)
-        real, count = os.replace, [0]
-
-        def replace(a, b, count=count, k=k, real=real):
-            if count[0] == k:
-                raise Killed
-            count[0] += 1
-            real(a, b)
-
-        monkeypatch.setattr(os, "replace", replace)
-        with pytest.raises(Killed):
-            t.fit()
-            raise Killed  # k = n: killed after the last write
-        monkeypatch.setattr(os, "replace", real)
-        try:
-            resumed = trainer(text_file, run_dir, resume=True)
-        except UserError as e:
-            assert "stale" in str(e) and ("model.safetensors" in str(e) or "trainer_state.pt" in str(e))
-            outcomes.append("stale named")
+@pytest.mark.parametrize("first", [True, False], ids=["first save", "a later save"])
+def test_a_kill_or_a_full_disk_at_any_step_of_a_save_resumes_bit_exactly(text_file, tmp_path, monkeypatch, first):
+    """At every write, fsync and rename of a save a kill, and at every write a full disk: the folder then holds
+    one complete checkpoint (the new one, or the one before), no temp file survives the next command, and the
+    resumed run ends with the very weights of an uninterrupted one. Before any checkpoint: one line says so."""
+    expected = weights(train_until(text_file, tmp_path / "full", monkeypatch, None))
+    steps = points(text_file, tmp_path, monkeypatch, first)
+    assert steps.count("write") >= 2 and steps.count("rename") >= 3 and "fsync" in steps, steps
+    cases = [(k, "kill") for k in range(len(steps))] + [(k, "full") for k, s in enumerate(steps) if s == "write"]
+    outcomes = {"resumed": 0, "never saved": 0}
+    for k, how in cases:
+        run_dir = tmp_path / f"{how}{k}"
+        if not first:
+            train_until(text_file, run_dir, monkeypatch, None, until=8)
+        fault = Faults(at=k, how=how)
+        if how == "kill":
+            with pytest.raises(Killed):
+                train_until(text_file, run_dir, monkeypatch, fault, until=4 if first else 12)
+        else:
+            with pytest.raises(UserError, match=r"cannot save step \d+ .*\(the disk is full\); "):
+                train_until(text_file, run_dir, monkeypatch, fault, until=4 if first else 12)
+            assert not list(run_dir.glob(".*.tmp")), (k, how)  # a failed save cleans up after itself
+        monkeypatch.undo()
+        if first and not ckpt.is_run(run_dir):
+            for where in (dict(resume=run_dir), dict(out=run_dir)):  # --resume RUN and --out RUN say the same
+                with pytest.raises(UserError, match="stopped before its first checkpoint.*rm -r"):
+                    prepare_run("gpt", **where)
+            outcomes["never saved"] += 1
             continue
+        resumed = trainer(text_file, run_dir, resume=True)
+        assert not list(run_dir.glob(".*.tmp")) and not (run_dir / ckpt.COMMIT).exists(), (k, how)
         resumed.fit()
         got = weights(resumed)
-        assert all(torch.equal(expected[key], got[key]) for key in expected), f"kill at write {k}"
-        outcomes.append("exact")
-    assert "exact" in outcomes and outcomes.count("stale named") <= 1  # only between the weights and the state
+        assert all(torch.equal(expected[n], got[n]) for n in expected), f"{how} at step {k} ({steps[k]})"
+        outcomes["resumed"] += 1
+    print(f"{len(cases)} failure points: {outcomes}")  # shown with -s: the figure the crash-safety note quotes
+    if first:  # before the first commit nothing can be resumed, and says so; from it on, everything resumes
+        assert outcomes["never saved"] > 0 and outcomes["resumed"] > 0, outcomes
+    else:
+        assert outcomes["resumed"] == len(cases), outcomes
+
+
+def test_a_resume_below_the_saved_step_is_refused(text_file, tmp_path):
+    run_dir = tmp_path / "run"
+    train_until(text_file, run_dir, None, None, until=8)
+    cfg = tiny_run_config(text_file, dropout=0.1, max_iters=6)
+    task = GPTTask.prepare(cfg)
+    with pytest.raises(UserError, match="train.max_iters=6 is below step 8"):
+        Trainer(task.build_model(), task, cfg.train, run_dir, resume=True, progress=False)
 
 
 @pytest.mark.slow

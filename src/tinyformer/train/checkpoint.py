@@ -27,7 +27,7 @@ from torch import nn
 
 from tinyformer.device import model_device
 from tinyformer.errors import UserError
-from tinyformer.files import atomic_write, make_dir
+from tinyformer.files import atomic_write, make_dir, reason
 
 CONFIG = "config.json"
 TOKENIZER = "tokenizer.json"
@@ -40,9 +40,20 @@ SAMPLE = "sample.txt"
 LOCK = ".lock"  # held by the process training into the folder
 
 
+COMMIT = ".commit.json"  # a save complete in its temp files: whoever takes the lock next finishes it (`recover`)
+
+
 def is_run(folder: str | Path) -> bool:
-    """A tinyformer run folder (what `train` writes), as opposed to a Hugging Face folder or an export."""
-    return (Path(folder) / STATE).is_file()
+    """A tinyformer run folder with a checkpoint (what `train` writes), not a Hugging Face folder or an export."""
+    return (Path(folder) / STATE).is_file() or (Path(folder) / COMMIT).is_file()
+
+
+def never_saved(folder: str | Path) -> bool:
+    """A run folder whose run stopped before its first checkpoint was complete: nothing in it can be resumed."""
+    made = [CONFIG, TOKENIZER]  # what a run writes as it starts, before its first save
+    return (
+        all((Path(folder) / n).is_file() for n in made) and not is_run(folder) and not (Path(folder) / WEIGHTS).exists()
+    )
 
 
 STATE_KEYS = {  # what trainer_state.pt must hold: key -> accepted types
@@ -93,8 +104,84 @@ def load_json(path: Path) -> Any:
 
 def save_weights(model: nn.Module, path: Path, step: int | None = None) -> None:
     """Weights as safetensors; `step` goes into the file's metadata (checked against the trainer state)."""
+    atomic_write(path, weights_writer(model, step))
+
+
+def weights_writer(model: nn.Module, step: int | None = None) -> Callable[[Path], None]:
     meta = None if step is None else {"step": str(step)}
-    atomic_write(path, lambda t: save_model(model, str(t), metadata=meta))
+    return lambda t: save_model(model, str(t), metadata=meta)
+
+
+def state_writer(state: dict) -> Callable[[Path], None]:
+    return lambda t: torch.save(state, t)
+
+
+# ---- a checkpoint is one unit ------------------------------------------------------------------------------
+def _tmp(run_dir: Path, name: str) -> Path:
+    return run_dir / f".{name}.tmp"
+
+
+def _fsync(path: Path) -> None:
+    """Flush a written file (or a folder's entries) to the disk, so a commit never names data still in memory."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save_checkpoint(run_dir: Path, parts: dict[str, Callable[[Path], None]], step: int, last: int | None) -> None:
+    """Save `parts` (file name -> writer) as one unit: each written to its temp file and flushed, then the commit
+    record naming them (the moment the new checkpoint exists), then each renamed over its file. Before the record
+    the folder holds the previous checkpoint untouched; after it, `recover` finishes the renames. A write that
+    fails (a full disk) removes the temp files and is one line saying where the run can still resume (`last`)."""
+    record = {"step": step, "files": list(parts)}
+    written = [_tmp(run_dir, name) for name in [*parts, COMMIT]]
+    try:
+        for name, write in parts.items():
+            write(_tmp(run_dir, name))
+            _fsync(_tmp(run_dir, name))
+        _tmp(run_dir, COMMIT).write_text(json.dumps(record), encoding="utf-8")
+        _fsync(_tmp(run_dir, COMMIT))
+        os.replace(_tmp(run_dir, COMMIT), run_dir / COMMIT)  # the commit point
+    except Exception as e:  # OSError; torch.save and safetensors wrap a failed write in their own errors
+        for tmp in written:
+            tmp.unlink(missing_ok=True)
+        where = f"the run is still resumable at step {last}" if last is not None else "no checkpoint was ever saved"
+        raise UserError(f"cannot save step {step} into {str(run_dir)!r} ({_why(e, run_dir)}); {where}") from None
+    recover(run_dir)
+
+
+def recover(run_dir: Path) -> None:
+    """Finish a save that a kill interrupted after its commit (rename the temp files it names into place), then
+    remove every temp file left behind by a killed write. Only the holder of the run's lock may call it."""
+    commit = run_dir / COMMIT
+    if commit.is_file():
+        try:
+            names = json.loads(commit.read_text(encoding="utf-8"))["files"]
+        except (ValueError, KeyError, TypeError):  # not one of ours (it is written whole, then renamed)
+            names = []
+        for name in names:
+            if isinstance(name, str) and _tmp(run_dir, name).is_file():
+                os.replace(_tmp(run_dir, name), run_dir / name)
+        _fsync(run_dir)
+        commit.unlink()
+    for tmp in run_dir.glob(".*.tmp"):
+        tmp.unlink(missing_ok=True)
+
+
+def _why(e: Exception, run_dir: Path) -> str:
+    """The cause of a failed save in a few words: a full disk however the library reported it."""
+    import shutil
+
+    if isinstance(e, OSError):
+        return reason(e)
+    try:
+        if shutil.disk_usage(run_dir).free < 16 * 2**20:
+            return "the disk is full"
+    except OSError:
+        pass
+    return _first(e)[:80]
 
 
 def weights_step(path: Path) -> int | None:
@@ -190,6 +277,7 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     try:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
+        recover(Path(run_dir))  # a save a kill interrupted: finished if it was committed, else its files removed
         yield
     finally:
         path.unlink(missing_ok=True)

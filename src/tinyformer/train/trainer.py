@@ -40,6 +40,7 @@ from torch import nn
 
 from tinyformer.config import TrainConfig
 from tinyformer.device import BackendChoice, autocast, configure, inference, resolve_precision
+from tinyformer.errors import UserError
 from tinyformer.files import atomic_write, make_dir
 from tinyformer.plots import plot_losses
 from tinyformer.train import autotune, distributed, guard
@@ -107,6 +108,7 @@ class Trainer:
         self.data_rng = torch.Generator().manual_seed(config.seed)
         self.step, self.best_val, self.train_seconds, self.tokens_seen = 0, math.inf, 0.0, 0
         self.step_seconds: list[float] = []  # duration of each step run by this process
+        self.saved_step: int | None = None  # the step of the folder's last complete checkpoint
         self._signal: int | None = None
         self.diverged = ""  # the diagnosis once a step's loss or gradient norm is not finite
         self._stop = False  # every rank agrees on it after each step (a signal reached some rank)
@@ -219,10 +221,8 @@ class Trainer:
         improved = score < self.best_val
         if improved:
             self.best_val = score
-            if self.world.main:
-                ckpt.save_weights(self.model, self.run_dir / ckpt.BEST)
         self._record({"split": "val", **result}, bar)
-        self.save()
+        self.save(best=improved)  # best.safetensors in the same unit as the state that records best_val
         if not self.world.main:
             return
         mark = " (best, saved)" if improved else ""
@@ -246,8 +246,9 @@ class Trainer:
             self.log.record({"step": self.step, **row, "train_seconds": round(self.train_seconds, 3)})
 
     # ---- checkpoints ------------------------------------------------------------
-    def save(self) -> None:
-        """Latest weights + everything needed to resume, then refresh loss.png (rank 0 only)."""
+    def save(self, best: bool = False) -> None:
+        """One checkpoint (`checkpoint.save_checkpoint`): the latest weights, everything needed to resume and,
+        with `best`, these weights as best.safetensors; then refresh loss.png (rank 0 only)."""
         if not self.world.main:
             return
         rng = {"torch": torch.get_rng_state(), "data": self.data_rng.get_state()}
@@ -266,15 +267,25 @@ class Trainer:
             state["attention"] = dataclasses.asdict(self.attention)
         if self.scaler is not None:
             state["grad_scaler"] = self.scaler.state_dict()
-        ckpt.save_weights(self.model, self.run_dir / ckpt.WEIGHTS, step=self.step)  # the step, in both files:
-        ckpt.save_state(state, self.run_dir / ckpt.STATE)  # a kill between the two writes is caught on resume
+        parts = {ckpt.WEIGHTS: ckpt.weights_writer(self.model, self.step), ckpt.STATE: ckpt.state_writer(state)}
+        if best:
+            parts[ckpt.BEST] = ckpt.weights_writer(self.model)
+        ckpt.save_checkpoint(self.run_dir, parts, self.step, last=self.saved_step)
+        self.saved_step = self.step
         plot_losses(ckpt.read_metrics(self.run_dir / ckpt.METRICS), self.run_dir / ckpt.LOSS_PNG, self.run_dir.name)
 
     def _load(self) -> dict | None:
         """Everything a resumed run needs, checked before anything is changed (a bad file is a UserError).
 
         -> the attention backend the run recorded (None if it has none)."""
+        if self.world.main:  # a save a kill interrupted: finished if committed, else its temp files removed
+            ckpt.recover(self.run_dir)  # (`train` took the run's lock and did it already; the library may not)
         state = ckpt.load_trainer_state(self.run_dir)  # also checks it is from the same step as the weights
+        if self.c.max_iters < state["step"]:
+            raise UserError(
+                f"train.max_iters={self.c.max_iters} is below step {state['step']}, where this run already is; "
+                "give a larger value to continue it"
+            )
         ckpt.load_weights(self.model, self.run_dir / ckpt.WEIGHTS)
         ckpt.restore(self.run_dir / ckpt.STATE, lambda: self.optimizer.load_state_dict(state["optimizer"]))
         ckpt.restore(self.run_dir / ckpt.STATE, lambda: torch.set_rng_state(state["rng"]["torch"]))
@@ -283,7 +294,7 @@ class Trainer:
             self.scaler.load_state_dict(state["grad_scaler"])
         if "cuda" in state["rng"] and self.device.type == "cuda":
             torch.cuda.set_rng_state(state["rng"]["cuda"], self.device)
-        self.step, self.best_val = state["step"], state["best_val"]
+        self.step, self.best_val, self.saved_step = state["step"], state["best_val"], state["step"]
         self.train_seconds, self.tokens_seen = state["train_seconds"], state["tokens_seen"]
         if self.world.main:
             rows = [r for r in ckpt.read_metrics(self.run_dir / ckpt.METRICS) if r["step"] <= self.step]
