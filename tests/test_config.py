@@ -95,6 +95,10 @@ def test_renamed_keys_fail_with_a_hint_naming_the_new_key():
     with pytest.raises(UserError, match="'data.max_len' is now 'data.seq_len'"):
         resolve_for(ClassifyTask, "data.max_len=64")
     assert resolve_for(ReverseTask, "data.max_len=9").data.max_len == 9  # reverse's digits keep their name
+    with pytest.raises(UserError, match="'train.eval_every' is now 'train.eval_interval'"):
+        resolve_for(ReverseTask, "train.eval_every=100")
+    with pytest.raises(UserError, match="no config key 'train.epochs'; training is counted in optimizer steps"):
+        resolve_for(ClassifyTask, "train.epochs=3")
 
 
 def test_migrate_reads_a_config_written_before_the_rename():
@@ -106,3 +110,11 @@ def test_migrate_reads_a_config_written_before_the_rename():
     old = {"task": "classify", "model": {"max_position": 64}, "data": {"max_len": 48}}
     c = cfg.resolve(ClassifyTask.default_config(), [cfg.migrate(old, ClassifyTask.default_config())], [])
     assert (c.model.block_size, c.data.seq_len) == (64, 48)
+
+
+def test_a_preset_of_another_task_is_named_as_such():
+    from pathlib import Path
+
+    preset = cfg.load_toml(Path(__file__).resolve().parents[1] / "configs" / "reverse.toml")
+    with pytest.raises(UserError, match="the config is a 'reverse' preset; use it with `tinyformer train reverse`"):
+        cfg.resolve(GPTTask.default_config(), [preset], [])

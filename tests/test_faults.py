@@ -78,7 +78,7 @@ def test_a_diverging_run_stops_with_a_diagnosis_and_its_checkpoints_still_sample
     args = ["--set", "train.lr=1000", "--set", "train.max_iters=200", "--set", "train.eval_interval=5"]
     args += ["--set", "train.eval_iters=2", "--set", "train.log_interval=1", "--set", "model.block_size=32"]
     err = refused(capsys, "train", "gpt", "--data", text_file, *MODEL, *args, "--device", "cpu", "--out", out)
-    assert "training diverged at step" in err and "Lower train.lr (now 1000)" in err
+    assert "training diverged at step" in err and "Lower train.lr (set to 1000; " in err
     step = int(err.split("diverged at step ")[1].split(":")[0])
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert all(r["step"] < step for r in rows) and step < 50  # stopped at once, nothing logged past it
@@ -129,6 +129,7 @@ def test_bench_json_path_is_checked_before_measuring(tmp_path, capsys):
     assert "is a folder" in refused(capsys, "bench", "train", "--json", tmp_path)
     assert "is a file, not a folder" in refused(capsys, "bench", "train", "--json", tmp_path / "file" / "f.json")
     assert "--json is written by bench train" in refused(capsys, "bench", "viz", "--json", tmp_path / "f.json")
+    assert "'/proc' takes no new file" in refused(capsys, "bench", "attention", "--json", "/proc/x.json")
 
 
 # ---- run-folder files that parse but hold the wrong content ------------------------------------------------------
@@ -144,7 +145,8 @@ def rewrite(folder: Path, name: str, content: bytes | str) -> None:
         ("tokenizer.json", '{"type": "char", "chars": ["a", "b"]}', "has 2 tokens but the model in config.json"),
         ("tokenizer.json", '{"type": "char"}', "'chars' is not a non-empty list"),
         ("config.json", '{"task": "gpt", "model": {"n_layr": 3}}', "unknown config key 'model.n_layr'"),
-        ("config.json", "[]", "unknown task None"),
+        ("config.json", "[]", "config.json does not hold a run config"),
+        ("config.json", '{"model": {}}', "config.json does not hold a run config"),
         ("model.safetensors", b"\x00" * 64, "not a readable safetensors file"),
     ],
 )
@@ -172,7 +174,7 @@ def test_a_pickled_payload_is_refused_and_never_runs(gpt_run, tmp_path, capsys):
 
     flag = tmp_path / "ran"
     torch.save({"x": Payload(str(flag))}, gpt_run / "trainer_state.pt")
-    assert "is corrupt" in refused(capsys, "info", gpt_run)
+    assert "holds Python objects a trainer state never has; refused (no code ran)" in refused(capsys, "info", gpt_run)
     assert not flag.exists()
 
 
@@ -194,6 +196,10 @@ def test_a_corrupt_metrics_line_is_skipped_on_resume(gpt_run, capsys):
 def test_viz_bert_on_a_folder_that_is_not_a_model(gpt_run, tmp_path, capsys):
     pytest.importorskip("transformers")
     err = refused(capsys, "viz", "bert", "--sentence", "a bird", "--model", gpt_run, "--out", tmp_path)
+    assert "is a tinyformer run; draw its attention with `tinyformer viz attention RUN`" in err
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "config.json").write_text("{}")
+    err = refused(capsys, "viz", "bert", "--sentence", "a bird", "--model", tmp_path / "other", "--out", tmp_path)
     assert "is not a model folder transformers can load" in err
 
 

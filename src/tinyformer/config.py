@@ -40,6 +40,10 @@ MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-3, 1e3  # below: logits / T overflows; use
 RENAMED = {  # section -> {old key: new key}
     "model": {"max_position": "block_size", "max_len": "block_size", "d_model": "n_embd"},
     "data": {"max_len": "seq_len"},  # classify's tokens per text (reverse keeps data.max_len: digits)
+    "train": {"eval_every": "eval_interval"},
+}
+NOT_KEYS = {  # names users bring from other tools that have no one-to-one key here -> what to set instead
+    "train.epochs": "training is counted in optimizer steps, not epochs: set train.max_iters",
 }
 
 
@@ -247,6 +251,8 @@ def merge(base: dict, updates: dict, where: str = "") -> dict:
     for key, value in updates.items():
         if key not in out:
             new = RENAMED.get(where.rstrip("."), {}).get(key)
+            if where + key in NOT_KEYS:
+                raise UserError(f"there is no config key {where + key!r}; {NOT_KEYS[where + key]}")
             if new in out:
                 raise UserError(f"config key {where + key!r} is now {where + new!r} (one glossary for every model)")
             known = ", ".join(sorted(out))
@@ -291,6 +297,8 @@ def resolve(defaults: RunConfig, layers: list[dict], overrides: list[str]) -> Ru
     """
     values = to_dict(defaults)
     for layer in layers:
+        if layer.get("task", defaults.task) != defaults.task:  # before its keys, which would only seem unknown
+            raise UserError(f"the config is a {layer['task']!r} preset; use it with `tinyformer train {layer['task']}`")
         values = merge(values, layer)
     for text in overrides:
         keys, value = parse_override(text)

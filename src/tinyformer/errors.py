@@ -7,3 +7,8 @@ else is a bug and keeps its traceback.
 
 class UserError(ValueError):
     """A problem with the user's input, explained in one line."""
+
+
+def quoted(text: str, limit: int = 80) -> str:
+    """The user's input as an error line shows it: repr()'d, cut to about `limit` characters."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text):,} characters)"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,6 +38,16 @@ def write_text(path: Path, text: str) -> Path:
     """`text` as UTF-8 at `path`, atomically; returns the path."""
     atomic_write(Path(path), lambda t: t.write_text(text, encoding="utf-8"))
     return Path(path)
+
+
+def read_text(path: Path) -> str:
+    """A UTF-8 text file's contents; not UTF-8, or unreadable, is a UserError naming the file."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path} is not UTF-8 text (bad byte at offset {e.start}); save it as UTF-8") from None
+    except OSError as e:
+        raise UserError(f"cannot read {path}: {reason(e)}") from None
 
 
 def make_dir(path: Path) -> Path:
@@ -93,6 +104,10 @@ def output_path(path: str | Path, folder: bool = False) -> Path:
     parent = next((q for q in where if kind(q) is not None), Path("."))
     if kind(parent) != "folder":
         raise UserError(f"cannot write {str(p)!r}: {str(parent)!r} is a {kind(parent)}, not a folder")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UserError(f"cannot write {str(p)!r}: {str(parent)!r} is not writable")
+    try:  # a real write, not os.access: root passes every permission check, yet /proc or a full disk refuse files
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=".tinyformer-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise UserError(f"cannot write {str(p)!r}: {str(parent)!r} takes no new file ({reason(e)})") from None
     return p

@@ -22,7 +22,7 @@ from torch import nn
 from tinyformer import config as cfg
 from tinyformer.device import autocast, check_memory, describe_precision, model_device, pick_device, resolve_precision
 from tinyformer.errors import UserError
-from tinyformer.files import output_path
+from tinyformer.files import kind, output_path
 from tinyformer.hub import pretrained_folder
 from tinyformer.models import count_parameters
 from tinyformer.tasks import Task, get_task
@@ -62,7 +62,8 @@ class Run:
 def check_run_dir(path: str | Path) -> Path:
     p = Path(path)
     if not p.is_dir():
-        raise UserError(f"run folder {str(p)!r} does not exist")
+        what, name = kind(p), repr(str(p))
+        raise UserError(f"{name} is a {what}, not a run folder" if what else f"run folder {name} does not exist")
     if ckpt.never_saved(p):
         raise UserError(NEVER_SAVED.format(p=str(p)))
     if (p / ckpt.COMMIT).is_file():  # a save a kill interrupted after its commit: resume (under the lock) ends it
@@ -76,7 +77,9 @@ def check_run_dir(path: str | Path) -> Path:
 def read_config(path: Path, overrides: list[str] = ()) -> tuple[cfg.RunConfig, type[Task]]:
     """The resolved config saved in a run folder (+ optional `--set` overrides) and its task class."""
     saved = ckpt.load_json(path / ckpt.CONFIG)
-    task_cls = get_task(saved.get("task") if isinstance(saved, dict) else None)
+    if not isinstance(saved, dict) or not isinstance(saved.get("task"), str):
+        raise UserError(f"{path / ckpt.CONFIG} does not hold a run config (no 'task' in a JSON object)")
+    task_cls = get_task(saved["task"])
     defaults = task_cls.default_config()
     return cfg.resolve(defaults, [cfg.migrate(saved, defaults)], overrides), task_cls
 
@@ -138,7 +141,7 @@ def train_run(
     run_dir: Path,
     tokenizer=None,
     *,
-    resume: bool = False,
+    resume: bool | str = False,  # True, or "inexact" (see Trainer)
     progress: bool = True,
     world: World | None = None,
     device: torch.device | None = None,

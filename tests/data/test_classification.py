@@ -129,6 +129,9 @@ def test_bad_files_are_user_errors(tmp_path):
     header_only = write_csv(tmp_path / "h.csv", ["text", "label"], [])
     with pytest.raises(UserError, match="no rows"):
         read_table(header_only)
+    repeated = write_csv(tmp_path / "r.csv", ["text", "label", "text"], [("a", "x", "b"), ("c", "y", "d")])
+    with pytest.raises(UserError, match="header names column\\(s\\) 'text' more than once"):
+        read_table(repeated)
 
 
 # ---------------------------------------------------------------------------- split

@@ -179,3 +179,10 @@ def test_a_source_not_in_runs_keeps_the_values_the_last_build_recorded(tmp_path)
     shutil.rmtree(tmp_path / "runs")  # a fresh clone: no runs at all
     pages, got = build(source, tmp_path / "docs", tmp_path / "runs")
     assert "v 7" in pages[0].text and got.missing == []
+
+
+def test_a_template_that_is_not_utf8_is_one_line(tmp_path):
+    source = one_page(tmp_path, "v {{lab/bench-rnn: bench.a}}", '{"a": 7}')
+    (source / "zh" / "1-x.md").write_bytes("# X\n\n### Q\n\nÇa va\n".encode("latin-1"))
+    with pytest.raises(UserError, match=r"1-x\.md is not UTF-8 text \(bad byte at offset"):
+        build(source, tmp_path / "docs", tmp_path / "runs")

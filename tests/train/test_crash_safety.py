@@ -13,6 +13,7 @@ import time
 import pytest
 import torch
 
+from tests.cli_helpers import user_error
 from tests.conftest import tiny_run_config
 from tinyformer import config
 from tinyformer.device import seed_everything
@@ -193,3 +194,24 @@ def test_two_runs_started_together_into_one_folder_do_not_interleave(text_file, 
     assert ("is in use" in refusal or "is not empty" in refusal) and "Traceback" not in refusal
     steps = [json.loads(line)["step"] for line in (out / ckpt.METRICS).read_text().splitlines()]
     assert steps == sorted(steps) and len([s for s in steps]) == 40 + 2  # one writer: 40 train rows, 2 evaluations
+
+
+def test_a_folder_whose_two_files_disagree_continues_only_with_inexact_from_its_weights(text_file, tmp_path, capsys):
+    """As an earlier version could leave it: the weights saved at step 12, the state still at step 8."""
+
+    run_dir = tmp_path / "old"
+    t = train_until(text_file, run_dir, None, None, until=8)
+    t.fit(until=11)  # weights from further on, then written alone, as a kill between the two files left them
+    state = ckpt.load_state(run_dir / ckpt.STATE)
+    later = weights(t)
+    ckpt.save_weights(t.model, run_dir / ckpt.WEIGHTS, step=12)
+    state["step"] = 8
+    ckpt.save_state(state, run_dir / ckpt.STATE)
+    with pytest.raises(ckpt.StaleCheckpoint, match="--inexact continues from the weights"):
+        trainer(text_file, run_dir, resume=True)
+    cfg = tiny_run_config(text_file, dropout=0.1, backend="sdpa")
+    task = GPTTask.prepare(cfg)
+    resumed = Trainer(task.build_model(), task, cfg.train, run_dir, resume="inexact", progress=False)
+    assert resumed.step == 12 and all(torch.equal(later[k], v) for k, v in weights(resumed).items())
+    assert "not an exact continuation" in capsys.readouterr().out
+    assert "--inexact goes with --resume" in user_error(capsys, "train", "gpt", "--inexact")

@@ -26,6 +26,12 @@ def add_train(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override, e.g. model.n_layer=1")
     p.add_argument("--out", help="new run folder (default: runs/<task>-<date>-<time>)")
     p.add_argument("--resume", metavar="RUN", help="continue the run in this folder exactly where it stopped")
+    p.add_argument(
+        "--inexact",
+        action="store_true",
+        help="with --resume, for a folder whose weights and trainer state disagree (saved by an older version): "
+        "continue from the weights with a fresh optimizer state",
+    )
     formats = "; ".join(f"{name}: {task.data_format}" for name, task in TASKS.items() if task.data_format)
     p.add_argument("--data", help=f"what to train on ({formats}); default: $TINYFORMER_DATA, else Tiny Shakespeare")
     add_args(p, _data_args())
@@ -64,6 +70,8 @@ def cmd_train(a: argparse.Namespace) -> int:
     from tinyformer.runs import prepare_run, train_run
     from tinyformer.train import distributed
 
+    if a.inexact and not a.resume:
+        raise UserError("--inexact goes with --resume RUN")
     if a.resume and (a.config or a.out):
         raise UserError("--resume continues a run with its saved config; drop --config/--out (--set still works)")
     layers = [cfg.load_toml(a.config)] if a.config else []
@@ -71,7 +79,8 @@ def cmd_train(a: argparse.Namespace) -> int:
     world = distributed.init(pick_device(config.train.device).type, config.train.dist_timeout)  # torchrun only
     run_dir = distributed.broadcast(run_dir, world)  # one folder name for every rank: rank 0's
     try:  # the device: train.device on this rank (`distributed.train_device`)
-        result, trainer = train_run(config, task_cls, run_dir, tokenizer, resume=bool(a.resume), world=world)
+        resume = "inexact" if a.inexact else bool(a.resume)
+        result, trainer = train_run(config, task_cls, run_dir, tokenizer, resume=resume, world=world)
     finally:
         distributed.shutdown()
     if not world.main:

@@ -108,6 +108,9 @@ def _delimited_rows(text: str, p: Path, suffix: str) -> tuple[list[str], list[tu
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if suffix == ".tsv" else ",")
     try:
         columns = [c.strip() for c in reader.fieldnames or []]
+        twice = sorted({c for c in columns if columns.count(c) > 1 and c})
+        if twice:  # a dict per row would keep the last of them and silently drop the rest
+            raise UserError(f"{p}: the header names column(s) {', '.join(map(repr, twice))} more than once")
         reader.fieldnames = columns
         records = [(n, record) for n, record in enumerate(reader, start=1)]
     except csv.Error as e:
@@ -179,6 +182,8 @@ def speaker_speeches(text: str, k: int = 5) -> LabelledTexts:
             speeches.append((i, speaker, speech))
     counts = Counter(speaker for _, speaker, _ in speeches)
     if len(counts) < k:
+        if len(counts) < 2:  # nothing to tell apart: no smaller k helps
+            raise UserError(f"the text has {len(counts)} speaker(s) ('NAME:' headings); speaker identification needs 2")
         raise UserError(f"k={k} speakers asked for, but the text has only {len(counts)}; use k <= {len(counts)}")
     keep = {s for s, _ in sorted(counts.items(), key=lambda sn: (-sn[1], sn[0]))[:k]}
     kept = [(i, s, t) for i, s, t in speeches if s in keep]

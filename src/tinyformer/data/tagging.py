@@ -28,7 +28,7 @@ from pathlib import Path
 
 from tinyformer.data.classification import _json_rows, _paragraphs
 from tinyformer.data.tokenizers import IGNORE
-from tinyformer.errors import UserError
+from tinyformer.errors import UserError, quoted
 from tinyformer.files import input_file
 
 JSONL = (".jsonl", ".ndjson")
@@ -75,7 +75,7 @@ def split_words(text: str) -> list[str]:
 
 def check_tag(tag: str, where: str) -> str:
     if tag != "O" and not (tag[:2] in ("B-", "I-") and len(tag) > 2):
-        raise UserError(f"{where}: tag {tag!r} is not BIO; use O, B-<type> or I-<type> (e.g. B-PER)")
+        raise UserError(f"{where}: tag {quoted(tag)} is not BIO; use O, B-<type> or I-<type> (e.g. B-PER)")
     return tag
 
 
@@ -113,7 +113,7 @@ def _read_conll(text: str, p: Path) -> TaggedSentences:
             words, tags = [], []
             continue
         if len(cols) < 2:
-            raise UserError(f"{p} line {n}: {line.strip()!r} has no tag; write the token, a space, then its tag")
+            raise UserError(f"{p} line {n}: {quoted(line.strip())} has no tag; write the token, a space, then its tag")
         words.append(cols[0])
         tags.append(check_tag(cols[-1], f"{p} line {n}"))
         first = first if len(words) > 1 else n

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tinyformer.errors import UserError
-from tinyformer.files import make_dir, write_text
+from tinyformer.files import make_dir, read_text, write_text
 from tinyformer.lab.render import (
     PLACEHOLDER,
     Page,
@@ -124,7 +124,7 @@ def _value(m, known: dict[str, str], folder: Path, quick: bool, out: Found) -> s
         if not path.is_file():
             raise UserError(f"{path} is missing: the {name} commands should have written it")
         if kind == "text":
-            return path.read_text(encoding="utf-8").strip("\n") or "(empty)"
+            return read_text(path).strip("\n") or "(empty)"
         out.copies.append((path, f"{name}/{fact}"))
         return f"../figures/{name}/{fact}"
     if fact not in known and quick:  # a row or column named by a size (a context, a length) the tiny runs lack

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tinyformer.errors import UserError
+from tinyformer.files import read_text
 from tinyformer.lab.sources import SOURCES
 
 LANGS = ("en", "zh")
@@ -46,7 +47,7 @@ def templates(folder: Path) -> dict[Path, str]:
     found = {lang: sorted((folder / lang).glob("*.md")) for lang in LANGS}
     if not all(found.values()):
         raise UserError(f"lab: no templates under {folder}/{{en,zh}}; run from the repository root")
-    return {p: p.read_text(encoding="utf-8") for lang in LANGS for p in found[lang]}
+    return {p: read_text(p) for lang in LANGS for p in found[lang]}
 
 
 def key(m: re.Match) -> str:

@@ -23,7 +23,7 @@ from pathlib import Path
 from tinyformer.errors import UserError
 from tinyformer.experiments import EXPERIMENTS
 from tinyformer.experiments.report import QUICK_MARK
-from tinyformer.files import write_text
+from tinyformer.files import read_text, write_text
 from tinyformer.train import checkpoint as ckpt
 
 GPT_QUICK = (
@@ -145,7 +145,7 @@ def complete(source: Source, folder: Path, quick: bool = False) -> bool:
     path = folder / source.done
     if not path.is_file():
         return False
-    return quick or path.suffix != ".md" or QUICK_MARK not in path.read_text(encoding="utf-8").split("\n")[0]
+    return quick or path.suffix != ".md" or QUICK_MARK not in read_text(path).split("\n")[0]
 
 
 def _quick_run(folder: Path) -> bool:
@@ -164,7 +164,7 @@ def facts(source: Source, folder: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     report = folder / source.done
     if report.suffix == ".md" and report.is_file():
-        out.update(table_facts(report.read_text(encoding="utf-8")))
+        out.update(table_facts(read_text(report)))
     for path in sorted(folder.glob("*.json")):
         if path.name not in ("tokenizer.json", "lab.json"):
             flatten(read_json(path), path.stem, out)
@@ -176,7 +176,7 @@ def facts(source: Source, folder: Path) -> dict[str, str]:
 
 def read_json(path: Path):
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_text(path))
     except ValueError as e:
         raise UserError(f"lab: {path} is not valid JSON ({e}); delete it and make the source again") from None
 
@@ -231,7 +231,7 @@ def flatten(value, prefix: str, out: dict[str, str]) -> None:
 
 def run_facts(folder: Path) -> dict[str, str]:
     """A training run's figures from its metrics log and weights."""
-    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    rows = [json.loads(line) for line in read_text(folder / "metrics.jsonl").splitlines() if line]
     out: dict[str, str] = {}
     val = [r for r in rows if r.get("split") == "val"]
     losses = [r["loss"] for r in val if isinstance(r.get("loss"), float) and math.isfinite(r["loss"])]

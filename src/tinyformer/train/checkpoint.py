@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pickle
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -216,7 +218,9 @@ def load_state(path: Path) -> dict:
         raise UserError(f"{path} is missing")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # truncated zip, wrong format, disallowed global
+    except pickle.UnpicklingError:  # a global that weights_only refuses: it was never run
+        raise UserError(f"{path} holds Python objects a trainer state never has; refused (no code ran)") from None
+    except Exception as e:  # truncated zip, wrong format
         raise UserError(f"{path} is corrupt: {type(e).__name__}: {_first(e)}") from None
     if not isinstance(state, dict):
         raise UserError(f"{path} does not hold a trainer state (a {type(state).__name__}, not a dict)")
@@ -227,15 +231,21 @@ def load_state(path: Path) -> dict:
     return state
 
 
+class StaleCheckpoint(UserError):
+    """The weights and the trainer state are from different steps (a folder saved by tinyformer before the
+    checkpoint became one unit, stopped between its two files)."""
+
+
 def load_trainer_state(run_dir: Path) -> dict:
     """The state a resume continues from, checked to be from the same step as model.safetensors."""
     state = load_state(run_dir / STATE)
     step = weights_step(run_dir / WEIGHTS)
     if step is not None and step != state["step"]:
         stale = STATE if step > state["step"] else WEIGHTS
-        raise UserError(
+        raise StaleCheckpoint(
             f"{run_dir / WEIGHTS} is from step {step} but {STATE} from step {state['step']}: the run stopped "
-            f"while saving and {stale} is stale, so --resume cannot continue exactly (sample, eval, info still work)"
+            f"while saving and {stale} is stale, so --resume cannot continue exactly (sample, eval, info still work); "
+            f"--resume {run_dir} --inexact continues from the weights with a fresh optimizer state"
         )
     return state
 
@@ -249,7 +259,7 @@ def restore(path: Path, apply: Callable[[], Any]) -> None:
 
 
 def _first(e: Exception) -> str:
-    text = str(e).strip()
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()  # no terminal colour codes in a one-line error
     return text.splitlines()[0][:200] if text else type(e).__name__
 
 

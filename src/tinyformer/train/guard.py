@@ -48,7 +48,7 @@ def first_nonfinite_activation(model: nn.Module, run: Any) -> str | None:
     return found[0] if found else None
 
 
-def diagnose(step: int, loss: float, grad_norm: float, model: nn.Module, rerun: Any, lr: float) -> str:
+def diagnose(step: int, loss: float, grad_norm: float, model: nn.Module, rerun: Any, lr: float, base_lr: float) -> str:
     """One line: at which step, what went non-finite first, and what to try."""
     if (name := first_nonfinite_parameter(model)) is not None:
         where = f"the weights were already non-finite ({name})"
@@ -60,5 +60,6 @@ def diagnose(step: int, loss: float, grad_norm: float, model: nn.Module, rerun: 
         where = f"the gradient norm is {grad_norm}; first non-finite gradient: {first_nonfinite_parameter(model, True)}"
     return (
         f"training diverged at step {step}: {where}. The update was not applied; the run folder keeps its last "
-        f"good checkpoint. Lower train.lr (now {lr:g}) or check the model settings, then --resume"
+        f"good checkpoint. Lower train.lr (set to {base_lr:g}; {lr:g} at this step of its schedule) or check the "
+        "model settings, then --resume"
     )

@@ -82,12 +82,13 @@ class Trainer:
         config: TrainConfig,
         run_dir: str | Path,
         *,
-        resume: bool = False,
+        resume: bool | str = False,
         progress: bool = True,
         world: World | None = None,
         device: torch.device | None = None,
     ) -> None:
-        """`device`: where to train, resolved by the caller (default: `config.device` resolved here)."""
+        """`device`: where to train, resolved by the caller (default: `config.device` resolved here).
+        `resume="inexact"`: a folder whose weights and state disagree continues from its weights, optimizer anew."""
         self.c, self.task, self.run_dir, self.progress = config, task, Path(run_dir), progress
         self.world = world or World()
         make_dir(self.run_dir)
@@ -113,7 +114,7 @@ class Trainer:
         self.diverged = ""  # the diagnosis once a step's loss or gradient norm is not finite
         self._stop = False  # every rank agrees on it after each step (a signal reached some rank)
         self.log = MetricsLog(self.run_dir, config.tensorboard)  # checks tensorboard on every rank alike
-        recorded = self._load() if resume else None
+        recorded = self._load(inexact=resume == "inexact") if resume else None
         self.attention = autotune.resolve(self, recorded)  # the backend chosen (None: no attention layers)
         self.attention_reused = self.attention is not None and self.attention == BackendChoice.from_record(recorded)
 
@@ -186,7 +187,7 @@ class Trainer:
         if not (math.isfinite(loss_sum) and (math.isfinite(norm) or overflow)):  # stop before the update
             self.optimizer.zero_grad(set_to_none=True)
             rerun = functools.partial(self._forward_only, batch)
-            self.diverged = guard.diagnose(self.step + 1, loss_sum, norm, self.model, rerun, lr)
+            self.diverged = guard.diagnose(self.step + 1, loss_sum, norm, self.model, rerun, lr, self.c.lr)
             return loss_sum, tokens, 0.0, {}
         if self.scaler is not None:
             self.scaler.step(self.optimizer)  # skipped if the fp16 gradients overflowed; the scale then shrinks
@@ -274,13 +275,18 @@ class Trainer:
         self.saved_step = self.step
         plot_losses(ckpt.read_metrics(self.run_dir / ckpt.METRICS), self.run_dir / ckpt.LOSS_PNG, self.run_dir.name)
 
-    def _load(self) -> dict | None:
+    def _load(self, inexact: bool = False) -> dict | None:
         """Everything a resumed run needs, checked before anything is changed (a bad file is a UserError).
 
         -> the attention backend the run recorded (None if it has none)."""
         if self.world.main:  # a save a kill interrupted: finished if committed, else its temp files removed
             ckpt.recover(self.run_dir)  # (`train` took the run's lock and did it already; the library may not)
-        state = ckpt.load_trainer_state(self.run_dir)  # also checks it is from the same step as the weights
+        try:
+            state = ckpt.load_trainer_state(self.run_dir)  # also checks it is from the same step as the weights
+        except ckpt.StaleCheckpoint:
+            if not inexact:
+                raise
+            return self._load_weights_only()
         if self.c.max_iters < state["step"]:
             raise UserError(
                 f"train.max_iters={self.c.max_iters} is below step {state['step']}, where this run already is; "
@@ -300,6 +306,23 @@ class Trainer:
             rows = [r for r in ckpt.read_metrics(self.run_dir / ckpt.METRICS) if r["step"] <= self.step]
             text = "".join(json.dumps(r) + "\n" for r in rows)  # drop rows past the checkpoint
             atomic_write(self.run_dir / ckpt.METRICS, lambda t: t.write_text(text))
+        return state.get("attention")
+
+    def _load_weights_only(self) -> dict | None:
+        """`--inexact`: the latest weights at the step they record, a fresh optimizer, the state's other figures."""
+        ckpt.load_weights(self.model, self.run_dir / ckpt.WEIGHTS)
+        state = ckpt.load_state(self.run_dir / ckpt.STATE)
+        self.step = ckpt.weights_step(self.run_dir / ckpt.WEIGHTS) or 0
+        self.best_val, self.train_seconds, self.tokens_seen = state["best_val"], state["train_seconds"], 0
+        if self.world.main:
+            print(
+                f"note: {ckpt.WEIGHTS} and {ckpt.STATE} are from different steps; --inexact: continuing from "
+                f"{ckpt.WEIGHTS} at step {self.step} with a fresh optimizer state (not an exact continuation)"
+            )
+            rows = [r for r in ckpt.read_metrics(self.run_dir / ckpt.METRICS) if r["step"] <= self.step]
+            atomic_write(
+                self.run_dir / ckpt.METRICS, lambda t: t.write_text("".join(json.dumps(r) + "\n" for r in rows))
+            )
         return state.get("attention")
 
     # ---- signals and progress ---------------------------------------------------

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from tinyformer.errors import UserError
 from tinyformer.hub import OFFLINE_BERT as OFFLINE_DEFAULT
-from tinyformer.hub import hub_reachable, minilm_path
+from tinyformer.hub import hub_reachable, looks_like_path, minilm_path
+from tinyformer.train.checkpoint import is_run
 
 
 def _load(source: str, local_only: bool):
@@ -35,6 +36,10 @@ def load_hf_encoder(name_or_path: str | None = None):
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     source = str(minilm_path()) if name_or_path is None else name_or_path
+    if name_or_path is not None and is_run(name_or_path):
+        raise UserError(f"{name_or_path!r} is a tinyformer run; draw its attention with `tinyformer viz attention RUN`")
+    if name_or_path is not None and looks_like_path(name_or_path) and not Path(name_or_path).expanduser().exists():
+        raise UserError(f"--model {name_or_path!r}: no such folder")
     name = OFFLINE_DEFAULT if name_or_path is None else Path(name_or_path.rstrip("/")).name
     try:
         try:
