@@ -214,6 +214,9 @@ def test_speaker_speeches_ties_by_name_and_k_checks():
         speaker_speeches(PLAY, k=1)
     with pytest.raises(UserError, match="k=5.*only 4"):
         speaker_speeches(PLAY, k=5)
+    with pytest.raises(UserError, match="has 1 speaker\\(s\\) .*needs 2") as e:  # no k could help: none suggested
+        speaker_speeches("ALICE:\nHello there.\n\nALICE:\nAgain.\n", k=2)
+    assert "use k" not in str(e.value)
 
 
 @pytest.fixture(scope="module")
