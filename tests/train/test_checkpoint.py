@@ -62,3 +62,22 @@ def test_trainer_state_is_loaded_without_running_pickled_code(tmp_path):
         ckpt.load_state(path)
     assert "\x1b" not in str(e.value) and str(e.value).count("\n") == 0
     assert pickle.loads(pickle.dumps(1)) == 1
+
+
+def test_a_full_disk_reported_by_torch_is_named_and_leaves_no_temp_file(tmp_path, monkeypatch):
+    """torch.save reports a failed write as a RuntimeError, not an OSError: the line still says the disk is full."""
+    import shutil
+    from collections import namedtuple
+
+    def torch_write_fails(path):
+        path.write_bytes(b"half")
+        raise RuntimeError("[enforce fail at inline_container.cc:626] . PytorchStreamWriter failed writing file")
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: usage(10**9, 10**9, 0))
+    (tmp_path / ckpt.STATE).write_bytes(b"the previous checkpoint")
+    parts = {ckpt.WEIGHTS: lambda p: p.write_bytes(b"w"), ckpt.STATE: torch_write_fails}
+    with pytest.raises(UserError, match=r"cannot save step 30 .* \(the disk is full\); .*resumable at step 20"):
+        ckpt.save_checkpoint(tmp_path, parts, 30, last=20)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [ckpt.STATE]  # untouched, nothing left beside it
+    assert (tmp_path / ckpt.STATE).read_bytes() == b"the previous checkpoint"
