@@ -1,4 +1,10 @@
-"""One-file MiniGPT (GPT: Radford et al., 2018). Shapes: B batch, T positions, D width, H heads, Dh = D/H, V vocab."""
+"""One-file MiniGPT (GPT: Radford et al., 2018), the course's lab model written out.
+
+Shapes: B batch, T positions, D width, H heads, Dh = D / H, V vocabulary.
+It computes the same function as the package's MiniGPT (a test loads the package's weights
+into it and gets the same logits). Where it differs from the course's lab code, a comment
+that starts with "course:" says how and why.
+"""
 
 import argparse
 import os
@@ -10,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 
-# package: tinyformer.models.gpt.GPTConfig + tinyformer.config.TrainConfig (defaults; configs/gpt_shakespeare.toml)
+# package: tinyformer.models.gpt.GPTConfig + config.TrainConfig (configs/gpt_shakespeare.toml)
 @dataclass
 class Config:
     vocab_size: int = 65  # characters in the text (65 in Tiny Shakespeare)
@@ -18,87 +24,105 @@ class Config:
     n_layer: int = 4  # Transformer blocks
     n_head: int = 4  # attention heads per block (n_embd must divide by it)
     n_embd: int = 128  # model width D; the feed-forward is 4 * D wide
-    dropout: float = 0.1  # on the embeddings and on each residual branch
+    dropout: float = 0.1  # after each residual branch and on the embeddings
     batch_size: int = 32  # sequences per optimizer step
-    lr: float = 3e-4  # AdamW learning rate, constant (no warmup, no decay)
-    weight_decay: float = 0.01  # AdamW decay, on matrices only
-    grad_clip: float = 1.0  # max global gradient norm
+    lr: float = 3e-4  # AdamW learning rate, constant (no warmup, no decay), as in the course
+    weight_decay: float = 0.01  # course: the same 0.01 (AdamW's default), but on every parameter
+    grad_clip: float = 1.0  # max global gradient norm; course: no clipping
     max_iters: int = 3000  # optimizer steps
     eval_interval: int = 500  # print train/val loss every this many steps, and at the end
     eval_iters: int = 100  # batches averaged per loss estimate
 
 
-# package: tinyformer.data.tinyshakespeare (resolve_path, read_text, TokenSplits) + data.tokenizers.CharTokenizer
+# package: tinyformer.data.tinyshakespeare (read_text, TokenSplits) + data.tokenizers.CharTokenizer
 def load_data(path: str | None, device: str = "cpu") -> tuple[list[str], dict[str, torch.Tensor]]:
     path = path or os.environ.get("TINYFORMER_DATA", "")
-    if not (os.path.isfile(path) and os.access(path, os.R_OK)):  # a user's mistake: one line, not a traceback
-        raise SystemExit(f"minigpt.py: error: no readable data file {path!r}; pass --data PATH or set TINYFORMER_DATA")
+    if not (os.path.isfile(path) and os.access(path, os.R_OK)):  # a mistake: one line, no traceback
+        raise SystemExit(f"minigpt.py: error: no readable data file {path!r}; pass --data PATH")
     text = open(path, encoding="utf-8").read()
     chars = sorted(set(text))  # the vocabulary: every distinct character, in sorted order
     stoi = {ch: i for i, ch in enumerate(chars)}
-    ids, n = torch.tensor([stoi[ch] for ch in text], device=device), int(len(text) * 0.9)  # (N,); data.val_fraction
+    ids = torch.tensor([stoi[ch] for ch in text], device=device)  # (N,)
+    n = int(len(text) * 0.9)  # the last 10% is held out (data.val_fraction)
     return chars, {"train": ids[:n], "val": ids[n:]}
 
 
-def get_batch(data: torch.Tensor, block_size: int, batch_size: int, generator: torch.Generator | None = None):
-    starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)  # (B,) random windows
-    windows = data[starts[:, None] + torch.arange(block_size + 1)]  # (B, T + 1), on data's device
-    return windows[:, :-1], windows[:, 1:]  # inputs x and targets y (B, T): y is x shifted left by one
+def get_batch(data: torch.Tensor, block_size: int, batch_size: int, generator=None):
+    starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)  # (B,)
+    windows = data[starts[:, None] + torch.arange(block_size + 1)]  # (B, T + 1)
+    return windows[:, :-1], windows[:, 1:]  # inputs x, targets y (B, T): y is x shifted by one
 
 
-# package: tinyformer.attention.multihead.MultiHeadAttention (self-attention, backend "sdpa", qkv_bias=False)
+# package: tinyformer.attention.multihead.MultiHeadAttention, backend "manual" (the default
+# "auto" picks the faster of this and F.scaled_dot_product_attention, which computes the same)
 class CausalSelfAttention(nn.Module):
     def __init__(self, c: Config) -> None:
         super().__init__()
-        self.n_head, self.qkv = c.n_head, nn.Linear(c.n_embd, 3 * c.n_embd, bias=False)  # Q, K, V in one matmul
+        self.n_head = c.n_head
+        self.qkv = nn.Linear(c.n_embd, 3 * c.n_embd, bias=False)  # Q, K, V in one matmul
         self.proj = nn.Linear(c.n_embd, c.n_embd)  # the output projection keeps its bias
+        tril = torch.tril(torch.ones(c.block_size, c.block_size, dtype=torch.bool))  # (T, T)
+        self.register_buffer("tril", tril.view(1, 1, c.block_size, c.block_size), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, D = x.shape  # q, k, v: (B, T, D) each, then split into heads
-        q, k, v = (t.view(B, T, self.n_head, -1).transpose(1, 2) for t in self.qkv(x).split(D, -1))  # (B, H, T, Dh)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, Dh): position t sees <= t
-        return self.proj(y.transpose(1, 2).reshape(B, T, D))  # (B, T, D): heads merged back, then projected
+        B, T, D = x.shape
+        q, k, v = self.qkv(x).split(D, dim=2)  # (B, T, D) each
+        q, k, v = (t.view(B, T, self.n_head, D // self.n_head).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (D // self.n_head) ** -0.5  # (B, H, T, T): QK^T/sqrt(Dh)
+        att = att.masked_fill(~self.tril[:, :, :T, :T], float("-inf"))  # no-mask exercise: delete
+        att = att.softmax(dim=-1)  # (B, H, T, T): each row sums to 1 over positions <= t
+        y = (att @ v).transpose(1, 2).reshape(B, T, D)  # (B, H, T, Dh) -> (B, T, D): heads merged
+        return self.proj(y)  # (B, T, D)
 
 
-# package: tinyformer.layers.blocks.TransformerBlock (Pre-LayerNorm) + layers.feedforward.FeedForward (exact GELU)
+# package: tinyformer.layers.blocks.TransformerBlock (Pre-LayerNorm) + layers.feedforward (GELU)
 class Block(nn.Module):
     def __init__(self, c: Config) -> None:
         super().__init__()
-        D, p = c.n_embd, c.dropout  # nn.Dropout: the package's layers.dropout.Dropout only has a cheaper CPU mask
+        D, p = c.n_embd, c.dropout
         self.ln1, self.attn, self.drop = nn.LayerNorm(D), CausalSelfAttention(c), nn.Dropout(p)
-        mlp = dict(fc=nn.Linear(D, 4 * D), act=nn.GELU(), proj=nn.Linear(4 * D, D), drop=nn.Dropout(p))
-        self.ln2, self.mlp = nn.LayerNorm(D), nn.Sequential(OrderedDict(mlp))  # (B, T, D) -> (B, T, 4D) -> (B, T, D)
+        fc, proj = nn.Linear(D, 4 * D), nn.Linear(4 * D, D)
+        mlp = dict(fc=fc, act=nn.GELU(), proj=proj, drop=nn.Dropout(p))
+        self.ln2, self.mlp = nn.LayerNorm(D), nn.Sequential(OrderedDict(mlp))  # D -> 4D -> D
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # the residual stream x itself is never normalised
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # the residual stream is never normalised
         x = x + self.drop(self.attn(self.ln1(x)))  # (B, T, D)
         return x + self.mlp(self.ln2(x))  # (B, T, D)
 
 
-# package: tinyformer.models.gpt.MiniGPT (positions="learned", tie_weights=False); init: layers.init.normal_init
+# package: tinyformer.models.gpt.MiniGPT (positions="learned", tie_weights=False)
 class GPT(nn.Module):
     def __init__(self, c: Config) -> None:
         super().__init__()
         self.config = c
-        self.tok_emb, self.pos_emb = nn.Embedding(c.vocab_size, c.n_embd), nn.Embedding(c.block_size, c.n_embd)
-        self.drop, self.blocks = nn.Dropout(c.dropout), nn.Sequential(*(Block(c) for _ in range(c.n_layer)))
-        self.ln_f, self.head = nn.LayerNorm(c.n_embd), nn.Linear(c.n_embd, c.vocab_size, bias=False)  # untied
-        for name, p in self.named_parameters():  # GPT-2: N(0, 0.02) matrices, zero biases, LayerNorm gains at 1
-            if p.dim() == 2:  # Linear and Embedding weights; the residual projections are scaled down by depth
-                nn.init.normal_(p, std=0.02 / (2 * c.n_layer) ** 0.5 if name.endswith("proj.weight") else 0.02)
+        self.tok_emb = nn.Embedding(c.vocab_size, c.n_embd)  # (V, D)
+        self.pos_emb = nn.Embedding(c.block_size, c.n_embd)  # (T, D)
+        self.drop = nn.Dropout(c.dropout)  # course: no dropout on the embeddings
+        self.blocks = nn.Sequential(*(Block(c) for _ in range(c.n_layer)))
+        self.ln_f = nn.LayerNorm(c.n_embd)
+        self.head = nn.Linear(c.n_embd, c.vocab_size, bias=False)  # untied from tok_emb
+        depth_scaled = 0.02 / (2 * c.n_layer) ** 0.5  # course: 0.02 here too (GPT-2 scales it)
+        for name, p in self.named_parameters():  # N(0, 0.02) matrices, zero biases, LN gains 1
+            if p.dim() == 2:  # the residual projections (proj) get the depth-scaled std
+                nn.init.normal_(p, std=depth_scaled if name.endswith("proj.weight") else 0.02)
             elif name.endswith("bias"):
                 nn.init.zeros_(p)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):  # -> logits (B, T, V), loss or None
-        x = self.drop(self.tok_emb(idx) + self.pos_emb(torch.arange(idx.size(1), device=idx.device)))  # (B, T, D)
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        """idx (B, T) -> (logits (B, T, V), mean cross-entropy against targets, or None)."""
+        pos = torch.arange(idx.size(1), device=idx.device)  # (T,)
+        x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))  # (B, T, D)
         logits = self.head(self.ln_f(self.blocks(x)))  # (B, T, V)
-        return logits, None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
-# package: tinyformer.train.trainer.Trainer (one step: clip, update), tasks.gpt.GPTTask (loss, evaluate)
-def train_step(model: GPT, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, c: Config) -> float:
+# package: tinyformer.train.trainer.Trainer (one step), tasks.gpt.GPTTask (loss, evaluate)
+def train_step(model: GPT, opt: torch.optim.Optimizer, x, y, c: Config) -> float:
     _, loss = model(x, y)
     loss.backward()
-    nn.utils.clip_grad_norm_(model.parameters(), c.grad_clip)
+    nn.utils.clip_grad_norm_(model.parameters(), c.grad_clip)  # course: no clipping
     opt.step()
     opt.zero_grad(set_to_none=True)
     return loss.item()
@@ -108,43 +132,56 @@ def train_step(model: GPT, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch
 def estimate_loss(model: GPT, data: torch.Tensor, c: Config, seed: int) -> float:
     model.eval()  # dropout off; the same seeded batches at every call
     g = torch.Generator().manual_seed(seed + 1)
-    loss = sum(model(*get_batch(data, c.block_size, c.batch_size, g))[1].item() for _ in range(c.eval_iters))
+    batches = (get_batch(data, c.block_size, c.batch_size, g) for _ in range(c.eval_iters))
+    loss = sum(model(x, y)[1].item() for x, y in batches)
     model.train()
     return loss / c.eval_iters
 
 
-# package: tinyformer.generate.sampling (filter_logits, next_token, stream; the package also keeps a KV cache)
+# package: tinyformer.generate.sampling (the package also keeps a KV cache)
 @torch.no_grad()
-def generate(model: GPT, idx: torch.Tensor, n: int, temperature: float = 0.8, top_k: int = 40, generator=None):
-    model.eval()  # idx (B, T0) -> (B, T0 + n), each new token drawn after the last block_size tokens
+def generate(model: GPT, idx, n: int, temperature: float = 0.8, top_k: int = 40, generator=None):
+    """idx (B, T0) -> (B, T0 + n). course: draws from the whole softmax at temperature 1; here
+    temperature 0.8 and the 40 likeliest tokens, the defaults of `tinyformer sample`."""
+    model.eval()
     for _ in range(n):
-        logits = model(idx[:, -model.config.block_size :])[0][:, -1].float() / temperature  # (B, V): last position
-        kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, -1:]  # (B, 1): the k-th largest
-        probs = logits.masked_fill(logits < kth, float("-inf")).softmax(-1)  # (B, V), zero outside the top k
-        idx = torch.cat([idx, torch.multinomial(probs, 1, generator=generator)], dim=1)  # (B, T + 1)
+        window = idx[:, -model.config.block_size :]  # the last block_size tokens
+        logits = model(window)[0][:, -1].float() / temperature  # (B, V): the last position
+        kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, -1:]  # (B, 1)
+        probs = logits.masked_fill(logits < kth, float("-inf")).softmax(-1)  # (B, V)
+        idx = torch.cat([idx, torch.multinomial(probs, 1, generator=generator)], dim=1)
     return idx
 
 
-if __name__ == "__main__":  # package: tinyformer.cli (`tinyformer train gpt`, then `tinyformer sample`)
-    p = argparse.ArgumentParser(description="Train a character-level GPT on a text file, then sample from it.")
+def optimizer(model: GPT, c: Config) -> torch.optim.Optimizer:
+    """package: train.optim.make_optimizer. course: AdamW(model.parameters(), lr=3e-4), which
+    also decays biases and LayerNorm gains; here only the matrices are decayed."""
+    matrices = [q for q in model.parameters() if q.dim() >= 2]
+    vectors = [q for q in model.parameters() if q.dim() < 2]  # biases and LayerNorm gains
+    groups = [{"params": matrices}, {"params": vectors, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=c.lr, weight_decay=c.weight_decay)
+
+
+if __name__ == "__main__":  # package: `tinyformer train gpt`, then `tinyformer sample`
+    p = argparse.ArgumentParser(description="Train a character GPT on a text file, then sample.")
     p.add_argument("--data", help="UTF-8 text file (default: $TINYFORMER_DATA)")
-    p.add_argument("--steps", type=int, default=Config.max_iters, help="optimizer steps (default 3000)")
+    p.add_argument("--steps", type=int, default=Config.max_iters, help="optimizer steps (3000)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda or mps")
-    p.add_argument("--seed", type=int, default=1337, help="seeds init, batches and dropout (default 1337)")
+    p.add_argument("--seed", type=int, default=1337, help="seeds init, batches, dropout (1337)")
     a = p.parse_args()
     chars, splits = load_data(a.data, a.device)
     torch.manual_seed(a.seed)  # the model's init and dropout
-    c, g = Config(vocab_size=len(chars), max_iters=a.steps), torch.Generator().manual_seed(a.seed)  # g: batches
+    c = Config(vocab_size=len(chars), max_iters=a.steps)
+    g = torch.Generator().manual_seed(a.seed)  # the training batches
     model = GPT(c).to(a.device)
-    print(f"vocabulary {len(chars)}, {sum(q.numel() for q in model.parameters()):,} parameters, {a.steps} steps")
-    vectors = [q for q in model.parameters() if q.dim() < 2]  # biases and LayerNorms: AdamW does not decay them
-    groups = [{"params": [q for q in model.parameters() if q.dim() >= 2]}, {"params": vectors, "weight_decay": 0.0}]
-    opt = torch.optim.AdamW(groups, lr=c.lr, weight_decay=c.weight_decay)  # package: train.optim.make_optimizer
+    n_params = sum(q.numel() for q in model.parameters())
+    print(f"vocabulary {len(chars)}, {n_params:,} parameters, {a.steps} steps")
+    opt = optimizer(model, c)
     for step in range(1, c.max_iters + 1):
         train_step(model, opt, *get_batch(splits["train"], c.block_size, c.batch_size, g), c)
         if step % c.eval_interval == 0 or step == c.max_iters:
             train, val = (estimate_loss(model, splits[s], c, a.seed) for s in ("train", "val"))
             print(f"step {step}: train loss {train:.4f}, val loss {val:.4f}", flush=True)
-    prompt = torch.zeros((1, 1), dtype=torch.long, device=a.device)  # (1, 1): id 0, the newline (sorted first)
-    out = generate(model, prompt, 500, generator=torch.Generator(a.device).manual_seed(1))  # (1, 501)
+    prompt = torch.zeros((1, 1), dtype=torch.long, device=a.device)  # id 0: the newline
+    out = generate(model, prompt, 500, generator=torch.Generator(a.device).manual_seed(1))
     print("".join(chars[i] for i in out[0].tolist()))

@@ -71,3 +71,29 @@ def test_attention_is_causal(ex: ModuleType) -> None:
         before, after = model(idx)[0], model(changed)[0]
     torch.testing.assert_close(before[:, :10], after[:, :10])  # the past does not see the change
     assert not torch.allclose(before[:, 10:], after[:, 10:])  # from position 10 on, it does
+
+
+def test_the_causal_mask_is_the_one_line_the_no_mask_exercise_deletes(ex: ModuleType, tmp_path: Path) -> None:
+    """The course's exercise: delete the masked_fill line and position t sees the future."""
+    lines = EXAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)
+    mask = [i for i, line in enumerate(lines) if "masked_fill(~self.tril" in line]
+    assert len(mask) == 1 and "no-mask exercise" in lines[mask[0]]
+    edited = tmp_path / "minigpt_no_mask.py"
+    edited.write_text("".join(lines[: mask[0]] + lines[mask[0] + 1 :]), encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("minigpt_no_mask", edited)
+    no_mask = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(no_mask)
+    torch.manual_seed(0)
+    model = no_mask.GPT(no_mask.Config(**SMALL)).eval()
+    idx = torch.randint(SMALL["vocab_size"], (1, 16))
+    changed = idx.clone()
+    changed[0, 10] = (idx[0, 10] + 1) % SMALL["vocab_size"]
+    with torch.no_grad():
+        assert not torch.allclose(model(idx)[0][:, :10], model(changed)[0][:, :10])  # the past now sees it
+
+
+def test_lines_are_at_most_100_characters_and_every_change_from_the_course_is_named() -> None:
+    text = EXAMPLE.read_text(encoding="utf-8")
+    assert max(len(line) for line in text.splitlines()) <= 100
+    for change in ("no dropout on the embeddings", "no clipping", "also decays biases", "temperature 1"):
+        assert change in text, change
