@@ -132,6 +132,9 @@ def test_bad_files_are_user_errors(tmp_path):
     repeated = write_csv(tmp_path / "r.csv", ["text", "label", "text"], [("a", "x", "b"), ("c", "y", "d")])
     with pytest.raises(UserError, match="header names column\\(s\\) 'text' more than once"):
         read_table(repeated)
+    rows = [(t, y, "", "") for t, y in (("a", "x"), ("b", "x"), ("c", "y"), ("d", "y"))]
+    other = write_csv(tmp_path / "o.csv", ["text", "label", "note", "note"], rows)
+    assert read_table(other).texts == ["a", "b", "c", "d"]  # a repeated column the task never reads is no harm
 
 
 # ---------------------------------------------------------------------------- split

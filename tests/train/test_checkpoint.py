@@ -1,3 +1,4 @@
+import json
 import pickle
 
 import pytest
@@ -81,3 +82,34 @@ def test_a_full_disk_reported_by_torch_is_named_and_leaves_no_temp_file(tmp_path
         ckpt.save_checkpoint(tmp_path, parts, 30, last=20)
     assert sorted(p.name for p in tmp_path.iterdir()) == [ckpt.STATE]  # untouched, nothing left beside it
     assert (tmp_path / ckpt.STATE).read_bytes() == b"the previous checkpoint"
+
+
+def test_a_crafted_commit_record_renames_nothing_outside_the_checkpoint(tmp_path):
+    """recover() renames only the checkpoint's own files: a downloaded folder cannot overwrite ~/.bashrc."""
+    run, victim = tmp_path / "run", tmp_path / "victim.txt"
+    run.mkdir()
+    victim.write_text("mine")
+    names = [str(victim), "../victim.txt"]
+    (run / ckpt.COMMIT).write_text(json.dumps({"step": 1, "files": names}))
+    for name in names:  # the temp file each name would be renamed from, crafted too
+        tmp = run / f".{name}.tmp"
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text("evil")
+    ckpt.recover(run)
+    assert victim.read_text() == "mine" and not (run / ckpt.COMMIT).exists()
+
+
+def test_only_a_tinyformer_run_that_never_saved_is_called_one(tmp_path):
+    hf = tmp_path / "hf"  # a Hugging Face folder with sharded weights: config.json and tokenizer.json too
+    hf.mkdir()
+    (hf / "config.json").write_text('{"model_type": "bert"}')
+    (hf / "tokenizer.json").write_text("{}")
+    (hf / "model-00001-of-00002.safetensors").write_bytes(b"x")
+    assert not ckpt.never_saved(hf)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text('{"task": "gpt", "train": {}}')
+    (run / "tokenizer.json").write_text("{}")
+    assert ckpt.never_saved(run)
+    (run / ckpt.BEST).write_bytes(b"x")  # trimmed to its best weights: not a run that never saved
+    assert not ckpt.never_saved(run)

@@ -85,6 +85,9 @@ def read_records(path: str | Path, columns: list[tuple[str, str]]) -> tuple[Path
         raise UserError(f"{p}: unknown table format {p.suffix or '(no suffix)'!r}; use one of {', '.join(SUFFIXES)}")
     text = _decode(p)
     found, records = _json_rows(text, p) if suffix in (".jsonl", ".ndjson") else _delimited_rows(text, p, suffix)
+    twice = [c for c, _ in columns if found.count(c) > 1]
+    if twice:  # a row would keep the last of its cells and silently drop the others
+        raise UserError(f"{p}: the header names column(s) {', '.join(map(repr, twice))} more than once")
     missing = [c for c, _ in columns if c not in found]
     if missing and found:
         _missing_columns(p, missing, found, columns)
@@ -108,9 +111,6 @@ def _delimited_rows(text: str, p: Path, suffix: str) -> tuple[list[str], list[tu
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if suffix == ".tsv" else ",")
     try:
         columns = [c.strip() for c in reader.fieldnames or []]
-        twice = sorted({c for c in columns if columns.count(c) > 1 and c})
-        if twice:  # a dict per row would keep the last of them and silently drop the rest
-            raise UserError(f"{p}: the header names column(s) {', '.join(map(repr, twice))} more than once")
         reader.fieldnames = columns
         records = [(n, record) for n, record in enumerate(reader, start=1)]
     except csv.Error as e:

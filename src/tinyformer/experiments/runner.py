@@ -45,7 +45,7 @@ def run_cell(task: str, base: list[dict], extra: list[str], cell: Cell, folder: 
     run_dir = folder / cell.name
     reused = finished(run_dir)
     if not reused:
-        resume = run_dir if (run_dir / ckpt.STATE).is_file() else None
+        resume = run_dir if ckpt.is_run(run_dir) else None  # a checkpoint, or a save a kill cut short
         overrides = [] if resume else [*extra, *cell.overrides]
         config, task_cls, run_dir, tokenizer = prepare_run(task, base, overrides, run_dir, resume)
         print(f"== {cell.name}: {cell.about or ' '.join(cell.overrides) or 'the base config'}")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_model, save_model
 from torch import nn
 
@@ -43,6 +44,8 @@ LOCK = ".lock"  # held by the process training into the folder
 
 
 COMMIT = ".commit.json"  # a save complete in its temp files: whoever takes the lock next finishes it (`recover`)
+PARTS = (WEIGHTS, STATE, BEST)  # what one checkpoint may write
+WRITTEN = (*PARTS, COMMIT, METRICS, LOSS_PNG, CONFIG, TOKENIZER, SAMPLE)  # every file a run writes
 
 
 def is_run(folder: str | Path) -> bool:
@@ -51,11 +54,16 @@ def is_run(folder: str | Path) -> bool:
 
 
 def never_saved(folder: str | Path) -> bool:
-    """A run folder whose run stopped before its first checkpoint was complete: nothing in it can be resumed."""
-    made = [CONFIG, TOKENIZER]  # what a run writes as it starts, before its first save
-    return (
-        all((Path(folder) / n).is_file() for n in made) and not is_run(folder) and not (Path(folder) / WEIGHTS).exists()
-    )
+    """A tinyformer run folder whose run stopped before its first checkpoint was complete (nothing to resume),
+    and that no process is training into now. A Hugging Face folder (no "task" in config.json) is not one."""
+    p = Path(folder)
+    if not (p / TOKENIZER).is_file() or is_run(p) or any((p / n).exists() for n in (WEIGHTS, BEST)):
+        return False
+    try:
+        config = json.loads((p / CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and "task" in config and "train" in config and lock_holder(p) is None
 
 
 STATE_KEYS = {  # what trainer_state.pt must hold: key -> accepted types
@@ -139,6 +147,7 @@ def save_checkpoint(run_dir: Path, parts: dict[str, Callable[[Path], None]], ste
     fails (a full disk) removes the temp files and is one line saying where the run can still resume (`last`)."""
     record = {"step": step, "files": list(parts)}
     written = [_tmp(run_dir, name) for name in [*parts, COMMIT]]
+    failures = (OSError, RuntimeError, SafetensorError)  # torch.save and safetensors wrap a failed write
     try:
         for name, write in parts.items():
             write(_tmp(run_dir, name))
@@ -146,11 +155,12 @@ def save_checkpoint(run_dir: Path, parts: dict[str, Callable[[Path], None]], ste
         _tmp(run_dir, COMMIT).write_text(json.dumps(record), encoding="utf-8")
         _fsync(_tmp(run_dir, COMMIT))
         os.replace(_tmp(run_dir, COMMIT), run_dir / COMMIT)  # the commit point
-    except Exception as e:  # OSError; torch.save and safetensors wrap a failed write in their own errors
+    except failures as e:
+        why = _why(e, run_dir)  # before the temp files go: they may be what filled the disk
         for tmp in written:
             tmp.unlink(missing_ok=True)
         where = f"the run is still resumable at step {last}" if last is not None else "no checkpoint was ever saved"
-        raise UserError(f"cannot save step {step} into {str(run_dir)!r} ({_why(e, run_dir)}); {where}") from None
+        raise UserError(f"cannot save step {step} into {str(run_dir)!r} ({why}); {where}") from None
     recover(run_dir)
 
 
@@ -164,12 +174,13 @@ def recover(run_dir: Path) -> None:
         except (ValueError, KeyError, TypeError):  # not one of ours (it is written whole, then renamed)
             names = []
         for name in names:
-            if isinstance(name, str) and _tmp(run_dir, name).is_file():
+            if name in PARTS and _tmp(run_dir, name).is_file():  # never a path a crafted record names
                 os.replace(_tmp(run_dir, name), run_dir / name)
-        _fsync(run_dir)
+        with contextlib.suppress(OSError):  # some file systems cannot flush a folder; the renames stand
+            _fsync(run_dir)
         commit.unlink()
-    for tmp in run_dir.glob(".*.tmp"):
-        tmp.unlink(missing_ok=True)
+    for name in WRITTEN:  # the temp files of what a run writes, and nothing else
+        _tmp(run_dir, name).unlink(missing_ok=True)
 
 
 def _why(e: Exception, run_dir: Path) -> str:
@@ -178,6 +189,8 @@ def _why(e: Exception, run_dir: Path) -> str:
 
     if isinstance(e, OSError):
         return reason(e)
+    if any(words in str(e) for words in ("No space left", "StorageFull", "os error 28")):
+        return "the disk is full"
     try:
         if shutil.disk_usage(run_dir).free < 16 * 2**20:
             return "the disk is full"
@@ -261,6 +274,28 @@ def restore(path: Path, apply: Callable[[], Any]) -> None:
 def _first(e: Exception) -> str:
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()  # no terminal colour codes in a one-line error
     return text.splitlines()[0][:200] if text else type(e).__name__
+
+
+def lock_holder(run_dir: Path) -> str | None:
+    """The pid of the process training into `run_dir` now (None: no one holds its lock)."""
+    import fcntl
+
+    try:
+        fd = os.open(Path(run_dir) / LOCK, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return None
+    except BlockingIOError:
+        return os.read(fd, 32).decode(errors="replace").strip() or "?"
+    finally:
+        os.close(fd)
+
+
+def pending(run_dir: Path) -> bool:
+    """A save a kill interrupted left its commit record or temp files (`recover`, under the lock, ends it)."""
+    return (Path(run_dir) / COMMIT).exists() or any(_tmp(Path(run_dir), n).exists() for n in WRITTEN)
 
 
 @contextlib.contextmanager

@@ -279,8 +279,9 @@ class Trainer:
         """Everything a resumed run needs, checked before anything is changed (a bad file is a UserError).
 
         -> the attention backend the run recorded (None if it has none)."""
-        if self.world.main:  # a save a kill interrupted: finished if committed, else its temp files removed
-            ckpt.recover(self.run_dir)  # (`train` took the run's lock and did it already; the library may not)
+        if self.world.main and ckpt.pending(self.run_dir):  # a save a kill interrupted (`train`, which holds
+            with ckpt.run_lock(self.run_dir):  # the lock, has ended it already): taking the lock ends it, and
+                pass  # refuses while another process trains into the folder
         try:
             state = ckpt.load_trainer_state(self.run_dir)  # also checks it is from the same step as the weights
         except ckpt.StaleCheckpoint:
@@ -312,14 +313,20 @@ class Trainer:
         """`--inexact`: the latest weights at the step they record, a fresh optimizer, the state's other figures."""
         ckpt.load_weights(self.model, self.run_dir / ckpt.WEIGHTS)
         state = ckpt.load_state(self.run_dir / ckpt.STATE)
-        self.step = ckpt.weights_step(self.run_dir / ckpt.WEIGHTS) or 0
-        self.best_val, self.train_seconds, self.tokens_seen = state["best_val"], state["train_seconds"], 0
+        self.step = self.saved_step = ckpt.weights_step(self.run_dir / ckpt.WEIGHTS) or 0
+        if self.c.max_iters <= self.step:
+            raise UserError(f"train.max_iters={self.c.max_iters} is not past step {self.step}, where the weights are")
+        rows = [r for r in ckpt.read_metrics(self.run_dir / ckpt.METRICS) if r["step"] <= self.step]
+        scores = [r[self.task.select] for r in rows if r.get("split") == "val" and self.task.select in r]
+        self.best_val = min(scores, default=state["best_val"])  # what best.safetensors may hold by now
+        self.train_seconds, self.tokens_seen = state["train_seconds"], state["tokens_seen"]
+        self.data_rng.manual_seed(self.c.seed + self.step)  # new batches, not those of step 1 again
+        torch.manual_seed(self.c.seed + self.step)
         if self.world.main:
             print(
                 f"note: {ckpt.WEIGHTS} and {ckpt.STATE} are from different steps; --inexact: continuing from "
                 f"{ckpt.WEIGHTS} at step {self.step} with a fresh optimizer state (not an exact continuation)"
             )
-            rows = [r for r in ckpt.read_metrics(self.run_dir / ckpt.METRICS) if r["step"] <= self.step]
             atomic_write(
                 self.run_dir / ckpt.METRICS, lambda t: t.write_text("".join(json.dumps(r) + "\n" for r in rows))
             )
