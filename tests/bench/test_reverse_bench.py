@@ -76,7 +76,7 @@ def test_config_is_for_bench_reverse_only(capsys):
         (["viz", "--iters", "2"], "--iters is read by bench train, gpt2, rnn, all, not by bench viz"),
         (["train", "--max-epochs", "2"], "--max-epochs is read by bench reverse, not by bench train"),
         (["rnn", "--lengths", "64"], "--lengths is read by bench attention, all, not by bench rnn"),
-        (["attention", "--data", "x.txt"], "--data is read by bench train, all, not by bench attention"),
+        (["attention", "--data", "x.txt"], "--data is read by bench train, save, all, not by bench attention"),
     ],
 )
 def test_an_option_a_benchmark_does_not_read_is_refused_before_it_measures(capsys, args, words):

@@ -51,6 +51,12 @@ def _rnn(a: Namespace) -> dict:
     return {"rnn": run_rnn_benchmark(a.iters or 5, a.repeats, a.device)}
 
 
+def _save(a: Namespace) -> dict:
+    from tinyformer.bench.save import run_save_benchmark
+
+    return {"save": run_save_benchmark(max(a.repeats, 5), a.data)}
+
+
 def _parity(a: Namespace) -> None:
     from tinyformer.bench.parity import run_parity
 
@@ -87,6 +93,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         _rnn,
         ("iters",),
     ),
+    "save": Benchmark("the time of one checkpoint save on the seed recipe (weights, state, commit)", _save, ("data",)),
     "all": Benchmark(
         "train + attention",
         lambda a: _train(a) | _attention(a),

@@ -31,7 +31,7 @@ def add_bench(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--lengths", type=_lengths, help="attention: comma-separated sequence lengths (default 128,256,512,1024,2048)"
     )
-    p.add_argument("--data", help="train: text file (default: $TINYFORMER_DATA, then cache/download)")
+    p.add_argument("--data", help="train, save: text file (default: $TINYFORMER_DATA, then cache/download)")
     p.add_argument("--json", metavar="FILE", help="also write every figure, with the machine description, to FILE")
 
 
