@@ -303,11 +303,16 @@ class Trainer:
             torch.cuda.set_rng_state(state["rng"]["cuda"], self.device)
         self.step, self.best_val, self.saved_step = state["step"], state["best_val"], state["step"]
         self.train_seconds, self.tokens_seen = state["train_seconds"], state["tokens_seen"]
-        if self.world.main:
-            rows = [r for r in ckpt.read_metrics(self.run_dir / ckpt.METRICS) if r["step"] <= self.step]
-            text = "".join(json.dumps(r) + "\n" for r in rows)  # drop rows past the checkpoint
-            atomic_write(self.run_dir / ckpt.METRICS, lambda t: t.write_text(text))
+        self._metrics_up_to(self.step)
         return state.get("attention")
+
+    def _metrics_up_to(self, step: int) -> list[dict]:
+        """The logged rows up to `step`; rank 0 drops the rest from metrics.jsonl (they are redone)."""
+        rows = [r for r in ckpt.read_metrics(self.run_dir / ckpt.METRICS) if r["step"] <= step]
+        if self.world.main:
+            text = "".join(json.dumps(r) + "\n" for r in rows)
+            atomic_write(self.run_dir / ckpt.METRICS, lambda t: t.write_text(text))
+        return rows
 
     def _load_weights_only(self) -> dict | None:
         """`--inexact`: the latest weights at the step they record, a fresh optimizer, the state's other figures."""
@@ -316,7 +321,7 @@ class Trainer:
         self.step = self.saved_step = ckpt.weights_step(self.run_dir / ckpt.WEIGHTS) or 0
         if self.c.max_iters <= self.step:
             raise UserError(f"train.max_iters={self.c.max_iters} is not past step {self.step}, where the weights are")
-        rows = [r for r in ckpt.read_metrics(self.run_dir / ckpt.METRICS) if r["step"] <= self.step]
+        rows = self._metrics_up_to(self.step)
         scores = [r[self.task.select] for r in rows if r.get("split") == "val" and self.task.select in r]
         self.best_val = min(scores, default=state["best_val"])  # what best.safetensors may hold by now
         self.train_seconds, self.tokens_seen = state["train_seconds"], state["tokens_seen"]
@@ -326,9 +331,6 @@ class Trainer:
             print(
                 f"note: {ckpt.WEIGHTS} and {ckpt.STATE} are from different steps; --inexact: continuing from "
                 f"{ckpt.WEIGHTS} at step {self.step} with a fresh optimizer state (not an exact continuation)"
-            )
-            atomic_write(
-                self.run_dir / ckpt.METRICS, lambda t: t.write_text("".join(json.dumps(r) + "\n" for r in rows))
             )
         return state.get("attention")
 
