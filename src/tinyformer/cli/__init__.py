@@ -1,7 +1,8 @@
 """The `tinyformer` command: one table of subcommands, each a thin function over the library.
 
 The modules of this package follow the concepts: `train` (train, info), `infer` (each task's
-inference verb, and eval), `chat` (`sample`, interactive), `viz`, `export`, `experiment`, `bench`.
+inference verb, and eval), `chat` (`sample`, interactive), `viz`, `export`, `experiment`, `bench`,
+`serve` (the web playground).
 Tasks declare their own inference verb and options (`tinyformer.tasks.base.Task`), so no command here
 names a task.
 
@@ -15,7 +16,7 @@ import argparse
 import os
 import sys
 
-from tinyformer.cli import bench, chat, experiment, export, infer, lab, train, viz
+from tinyformer.cli import bench, chat, experiment, export, infer, lab, serve, train, viz
 from tinyformer.errors import UserError
 from tinyformer.files import reason
 
@@ -33,6 +34,7 @@ def commands() -> dict:
         "experiment": (experiment.add_experiment, experiment.cmd_experiment, "train a grid of runs, write a report"),
         "bench": (bench.add_bench, bench.cmd_bench, "measure speed and memory"),
         "lab": (lab.add_lab, None, "build the lab guide (docs/lab) from the runs' reports"),
+        "serve": (serve.add_serve, serve.cmd_serve, "a playground in the browser: generate, attention, predictions"),
     }
 
 

@@ -79,13 +79,32 @@ def stream(
     """idx (B, T0) -> the next ids (B, 1), one per step, `max_new_tokens` of them, each yielded as soon as it is
     sampled; each step sees at most `window` (default block_size) tokens. The window is checked now, not at the
     first step. Eval mode and no-grad are set for each step only: between tokens, the caller's state is its own."""
+    options = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
+    return (
+        token for token, _ in stream_steps(model, idx, max_new_tokens, **options, use_cache=use_cache, window=window)
+    )
+
+
+def stream_steps(
+    model: nn.Module,
+    idx: torch.Tensor,
+    max_new_tokens: int,
+    *,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+    use_cache: bool = True,
+    window: int | None = None,
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """`stream`, each token with the logits (B, V) it was sampled from (what `distribution` reads)."""
     window = model.check_context(window or model.config.block_size)
     use_cache = use_cache and model.config.causal  # without the mask, earlier keys change as text grows
     step = _cached_steps(model, idx, window) if use_cache else _naive_steps(model, window)
     return _stream(model, step, idx, max_new_tokens, (temperature, top_k, top_p, generator), window if use_cache else 0)
 
 
-def _stream(model: nn.Module, step, idx: torch.Tensor, n: int, sampling: tuple, window: int) -> Iterator[torch.Tensor]:
+def _stream(model: nn.Module, step, idx: torch.Tensor, n: int, sampling: tuple, window: int):
     """`window` > 0: cached steps, with the backend `choose_decode_backend` picks for them (chosen at the first
     step, and set only during each step)."""
     backend = None
@@ -93,9 +112,38 @@ def _stream(model: nn.Module, step, idx: torch.Tensor, n: int, sampling: tuple, 
         if i == 0 and window:
             backend = getattr(choose_decode_backend(model, window), "name", None)
         with inference(model), using_backend(model, backend):  # per step: between tokens the model is the caller's
-            token = next_token(step(idx), *sampling)  # (B, 1): step gives the logits (B, V) after idx
+            logits = step(idx)  # (B, V): the logits after idx
+            token = next_token(logits, *sampling)  # (B, 1)
         idx = torch.cat([idx, token], dim=1)  # (B, T + 1)
-        yield token
+        yield token, logits
+
+
+def distribution(
+    logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, n: int = 20
+) -> list[dict]:
+    """What sampling does to one step's logits (V,), for its `n` most likely tokens, most likely first:
+    `p` the model's probability, `p_temp` after temperature, `kept` whether top-k and top-p keep it, and
+    `p_final` the probability it is drawn with (0 when cut; temperature 0: 1 for the argmax)."""
+    logits = logits.float()[None]  # (1, V)
+    p = logits.softmax(-1)[0]  # (V,)
+    if temperature == 0:
+        p_temp = torch.zeros_like(p).scatter(0, p.argmax()[None], 1.0)
+        final = p_temp
+    else:
+        scaled = logits / temperature
+        p_temp = scaled.softmax(-1)[0]
+        final = filter_logits(scaled, top_k, top_p).softmax(-1)[0]
+    top = p.topk(min(n, p.numel()))
+    return [
+        {
+            "id": int(i),
+            "p": float(p[i]),
+            "p_temp": float(p_temp[i]),
+            "kept": bool(final[i] > 0),
+            "p_final": float(final[i]),
+        }
+        for i in top.indices
+    ]
 
 
 def generate(

@@ -56,6 +56,7 @@ class Task:
     eval_args: ClassVar[tuple[Arg, ...]] = ()  # the options `tinyformer eval` accepts for this task
     data_format: ClassVar[str] = ""  # what `train --data` names for this task ("": it makes its own data)
     data_args: ClassVar[tuple[Arg, ...]] = ()  # `train` options that set data.<name>, e.g. a table's columns
+    views: ClassVar[tuple[str, ...]] = ("predict", "attention")  # what `tinyformer serve` shows for a run (VIEWS)
 
     def __init__(self, config: RunConfig, tokenizer: Any) -> None:
         self.config, self.tokenizer = config, tokenizer
@@ -126,6 +127,11 @@ class Task:
         """`tinyformer <command>`: the model's answer for the user's input, as text to print."""
         raise UserError(f"a {self.name!r} run has no inference command")
 
+    def play(self, model: nn.Module, **options: Any) -> list[dict]:
+        """`tinyformer serve`'s "predict" view: the answer for the user's input (the `predict_args` options, texts
+        only: the playground never opens a file) as panels the page draws (`panel`). Default: predict's text."""
+        return [panel("text", "output", text=self.predict(model, **options))]
+
     def view_inputs(self, model: nn.Module, text: str) -> tuple[torch.Tensor, ...]:
         """The model inputs whose attention `viz attention --text` draws. Default: (ids, mask) of one text."""
         if not text.strip():
@@ -135,6 +141,27 @@ class Task:
     def alignment(self, model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> float | None:
         """How well cross-attention follows the expected alignment on `inputs` (0-1); None if undefined."""
         return None
+
+
+VIEWS = {  # the views a task may declare; the playground page has one drawing for each
+    "generate": "a language model's sampling, token by token, with each step's next-token distribution",
+    "predict": "a form of the task's predict_args and the panels `Task.play` returns",
+    "attention": "the attention from any token of a text, every layer x head, with the head-role scores",
+}
+PANELS = {  # what `Task.play` may return: kind -> the fields the page draws
+    "text": ("text",),  # a block of text
+    "bars": ("labels", "values"),  # probabilities, one bar per label, in the order given
+    "tags": ("words", "tags"),  # one tag under each word
+    "matrix": ("rows", "cols", "values"),  # a heatmap, values[row][col] in 0-1
+    "span": ("text", "start", "end"),  # text with the characters start:end marked
+}
+
+
+def panel(kind: str, title: str, note: str = "", **fields: Any) -> dict:
+    """One panel of the playground: {"kind", "title", "note", ...its fields}, checked against `PANELS`."""
+    if kind not in PANELS or set(fields) != set(PANELS[kind]):
+        raise ValueError(f"panel {kind!r} needs the fields {PANELS.get(kind)}, got {sorted(fields)}")
+    return {"kind": kind, "title": title, "note": note, **fields}
 
 
 def fit_model(config: RunConfig, **fitted: Any) -> RunConfig:

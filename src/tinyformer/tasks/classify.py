@@ -40,7 +40,7 @@ from tinyformer.models.classifier import (
     TextClassifier,
 )
 from tinyformer.plots import plot_confusion
-from tinyformer.tasks.base import Arg, fit_model
+from tinyformer.tasks.base import Arg, fit_model, panel
 from tinyformer.tasks.encoder import EncoderTask, fit_tokenizer, pretrained_config, recipe
 
 TEST_JSON, CONFUSION_PNG = "test.json", "confusion.png"
@@ -199,15 +199,23 @@ class ClassifyTask(EncoderTask):
     def held_out(self, model: nn.Module) -> str:
         return test_line(type(self).prepare(self.config, self.tokenizer).test_scores(model))
 
-    def predict(self, model: nn.Module, text: str) -> str:
-        """`tinyformer classify`: every label with its probability, most likely first."""
+    def probabilities(self, model: nn.Module, text: str) -> list[tuple[str, float]]:
+        """(label, probability) for every label, most likely first."""
         if not text.strip():
             raise UserError("the text is empty; give the text to label")
         ids, mask = self.tokenizer.batch([text], self.config.data.seq_len)
         with inference(model):
             logits = model(ids.to(model_device(model)), mask.to(model_device(model))).logits[0]  # (C,)
         probs = logits.float().softmax(-1)  # in fp32 whatever the run's precision: they sum to 1
-        return "\n".join(f"{self.config.model.labels[i]:<24} {probs[i]:.4f}" for i in probs.argsort(descending=True))
+        return [(self.config.model.labels[i], float(probs[i])) for i in probs.argsort(descending=True)]
+
+    def predict(self, model: nn.Module, text: str) -> str:
+        """`tinyformer classify`: every label with its probability, most likely first."""
+        return "\n".join(f"{label:<24} {p:.4f}" for label, p in self.probabilities(model, text))
+
+    def play(self, model: nn.Module, text: str) -> list[dict]:
+        labels, probs = zip(*self.probabilities(model, text))
+        return [panel("bars", "class probabilities", labels=list(labels), values=list(probs))]
 
 
 def test_line(r: dict) -> str:

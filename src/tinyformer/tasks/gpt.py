@@ -51,6 +51,7 @@ class GPTTask(Task):
     predict_args = SAMPLE_ARGS
     eval_args = (Arg("--data", "gpt: score this text file instead of the held-out split"),)
     data_format = "a text file"
+    views = ("generate", "attention")
 
     @classmethod
     def default_config(cls) -> RunConfig:

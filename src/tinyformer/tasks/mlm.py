@@ -36,7 +36,7 @@ from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.models.bert import BertConfig, BertForMaskedLM
 from tinyformer.models.hf_bert import load_hf_weights, pretrained_bert
-from tinyformer.tasks.base import Arg, Task, fit_model
+from tinyformer.tasks.base import Arg, Task, fit_model, panel
 from tinyformer.train import checkpoint as ckpt
 
 EVAL_MASK_SEED = 0  # the held-out split is masked the same way at every evaluation and in every run
@@ -205,6 +205,12 @@ class MLMTask(Task):
             f"held-out split: {r['masked']:,} masked tokens, masked-token accuracy {r['masked_acc']:.4f}, "
             f"perplexity {r['perplexity']:.2f} (loss {r['loss']:.4f})"
         )
+
+    def play(self, model: nn.Module, text: str, top: int = 5) -> list[dict]:
+        return [
+            panel("bars", f"[MASK] #{n}", labels=[t for t, _ in options], values=[p for _, p in options])
+            for n, options in enumerate(fill_mask(model, self.tokenizer, text, top), start=1)
+        ]
 
     def predict(self, model: nn.Module, text: str, top: int = 5) -> str:
         """`tinyformer fill`: the most likely fillers of each [MASK], with their probabilities."""

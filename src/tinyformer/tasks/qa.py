@@ -42,7 +42,7 @@ from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.files import write_text
 from tinyformer.models.token_heads import EncoderHeadConfig, SpanExtractor
-from tinyformer.tasks.base import Arg, fit_model
+from tinyformer.tasks.base import Arg, fit_model, panel
 from tinyformer.tasks.encoder import EncoderTask, fit_tokenizer, pretrained_config, recipe
 
 TEST_JSON, SPAN_PNG = "test.json", "span.png"
@@ -250,17 +250,28 @@ class QATask(EncoderTask):
     def held_out(self, model: nn.Module) -> str:
         return test_line(type(self).prepare(self.config, self.tokenizer).test_scores(model))
 
-    def predict(self, model: nn.Module, question: str, context: str | None = None) -> str:
-        """`tinyformer qa`: the best answer span in the passage, its probability and where it lies."""
-        context = read_context(context)
+    def answer(self, model: nn.Module, question: str, context: str):
+        """The best answer span in the passage text `context` and P(start) * P(end) of it."""
         if not question.strip():
             raise UserError("the question is empty; give a question about the passage")
+        if not context.strip():
+            raise UserError("the passage is empty; give the passage the answer is in")
         e = QAExample("input", question, context, [("", 0)])
         windows = self.windows_of(e, answer=False)
         starts, ends, _ = self.logits(model, windows)
         a = decode(windows, starts, ends, context, self.config.data.max_answer)
-        p = span_probability(windows[a.window], starts[a.window], ends[a.window], a)
+        return a, span_probability(windows[a.window], starts[a.window], ends[a.window], a)
+
+    def predict(self, model: nn.Module, question: str, context: str | None = None) -> str:
+        """`tinyformer qa`: the best answer span in the passage, its probability and where it lies."""
+        a, p = self.answer(model, question, read_context(context))
         return f"{a.text}\n(probability {p:.4f}, score {a.score:.3f}; characters {a.start}-{a.end} of the passage)"
+
+    def play(self, model: nn.Module, question: str, context: str = "") -> list[dict]:
+        """The answer marked in the passage (`context` is the passage's text here, never a file)."""
+        a, p = self.answer(model, question, context)
+        note = f"P(start) x P(end) = {p:.4f}; characters {a.start}-{a.end}"
+        return [panel("span", f"answer: {a.text}", note, text=context, start=a.start, end=a.end)]
 
 
 def read_context(context: str | None) -> str:

@@ -22,7 +22,7 @@ from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.generate.decoding import beam_search, greedy_decode
 from tinyformer.models.seq2seq import Seq2SeqConfig, build_seq2seq
-from tinyformer.tasks.base import Arg, Task
+from tinyformer.tasks.base import Arg, Task, panel
 
 
 def seed_recipe_train() -> TrainConfig:
@@ -139,6 +139,24 @@ class ReverseTask(Task):
             raise UserError(f"--beam {beam} must be > 0")
         src = self.source_ids(text).to(model_device(model))  # (1, S)
         return self.output_text(decode(model, src, beam)[0])
+
+    def play(self, model: nn.Module, text: str, beam: int = 1) -> list[dict]:
+        """The output, and the last layer's cross-attention (mean over heads) while the model writes its greedy
+        output, with the alignment score where the task defines one."""
+        out = self.predict(model, text, beam)
+        src, tgt_in = self.view_inputs(model, text)  # (1, S), (1, T)
+        with inference(model):
+            w = model(src, tgt_in, need_weights=True).cross_attentions[-1][0].float().mean(0).cpu()  # (T, S)
+        score = self.alignment(model, (src, tgt_in))
+        label = self.tokenizer.convert_ids_to_tokens
+        note = "" if score is None else f"alignment {score:.3f} (1 = each output looks at the digit it copies)"
+        rows, cols = label(tgt_in[0, 1:].tolist() + [EOS]), label(src[0].tolist())  # rows: what each step wrote
+        return [
+            panel("text", "output", text=out + ("" if beam == 1 else f"  (beam {beam})")),
+            panel(
+                "matrix", "cross-attention, last layer, mean of heads", note, rows=rows, cols=cols, values=w.tolist()
+            ),
+        ]
 
     def view_inputs(self, model: nn.Module, text: str) -> tuple[torch.Tensor, torch.Tensor]:
         """(source, decoder input): the input, and BOS followed by what the model writes for it."""

@@ -40,7 +40,7 @@ from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.files import write_text
 from tinyformer.models.token_heads import EncoderHeadConfig, TokenTagger
-from tinyformer.tasks.base import Arg, fit_model
+from tinyformer.tasks.base import Arg, fit_model, panel
 from tinyformer.tasks.encoder import EncoderTask, fit_tokenizer, pretrained_config, recipe
 
 TEST_JSON = "test.json"
@@ -224,14 +224,22 @@ class TagTask(EncoderTask):
             out[i] += tags
         return out
 
-    def predict(self, model: nn.Module, text: str) -> str:
-        """`tinyformer tag`: each word on its line with its tag."""
+    def tagged(self, model: nn.Module, text: str) -> tuple[list[str], list[str]]:
+        """The text's words and one tag for each."""
         words = split_words(text)
         if not words:
             raise UserError("the text has no words; give the text to tag")
-        tags = self.tag_words(model, [words])[0]
+        return words, self.tag_words(model, [words])[0]
+
+    def predict(self, model: nn.Module, text: str) -> str:
+        """`tinyformer tag`: each word on its line with its tag."""
+        words, tags = self.tagged(model, text)
         width = max(len(w) for w in words)
         return "\n".join(f"{w:<{width}}  {t}" for w, t in zip(words, tags))
+
+    def play(self, model: nn.Module, text: str) -> list[dict]:
+        words, tags = self.tagged(model, text)
+        return [panel("tags", "a tag for each word", words=words, tags=tags)]
 
 
 def scores(gold: list[list[str]], pred: list[list[str]]) -> dict:

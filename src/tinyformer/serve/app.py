@@ -1,0 +1,356 @@
+"""The playground's web app: one page (static/) and the JSON API under /api that the page uses, and only it.
+
+- `GET  /api/runs`        the runs under the root, each with its task's views and inputs
+- `GET  /api/run?run=`    one run: what `tinyformer info` prints, its config and its loss curves
+- `POST /api/generate`    a language model's continuation, as `tinyformer sample` gives it; `"stream": true`
+                          sends each token as a server-sent event, with the step's next-token distribution
+- `POST /api/next-token`  the next-token distribution after a prompt (what top-k, top-p and temperature do)
+- `POST /api/attention`   the attention from one token of a text (or of ids), every layer x head, head roles
+- `POST /api/predict`     the task's answer as panels (`Task.play`): probabilities, tags, a span, a matrix
+
+Bad input gets a 4xx JSON object {"error": one line, "field": the field it names}; the server keeps serving.
+A task contributes its views through the task contract (`Task.views`, `predict_args`, `play`): nothing here
+names a task. Limits (`Limits`) bound the body size, the tokens a request may ask for, and the generations
+that run at once (the others wait for a slot, up to `wait_s`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from tinyformer.device import inference
+from tinyformer.errors import UserError
+from tinyformer.serve.store import Busy, NotFound, RunStore, metrics
+from tinyformer.serve.views import Bad, attention_from, blame, inputs, task_options
+from tinyformer.tasks.base import VIEWS
+
+STATIC = Path(__file__).parent / "static"
+PAGE_FILES = {"app.js": "text/javascript", "style.css": "text/css"}
+CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'"
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_body: int = 65_536  # bytes of a request body
+    max_tokens: int = 1_000  # tokens one generate request may ask for
+    max_generations: int = 4  # generations running at once; more wait for a slot
+    wait_s: float = 30.0  # how long a request waits for a slot before a 503
+
+
+# ---- request bodies (pydantic checks types and ranges; the error names the field) ------------------------
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Sampling(Strict):
+    run: str = Field(min_length=1, description="the run's name, as /api/runs lists it")
+    prompt: str | None = Field(None, max_length=20_000, description="text to continue (default: the run's)")
+    temperature: float | None = Field(None, ge=0, le=100, description="0 = greedy (default: the run's)")
+    top_k: int | None = Field(None, ge=0, description="keep the k most likely tokens; 0 = off")
+    top_p: float | None = Field(None, gt=0, le=1, description="nucleus mass; 1 = off")
+    top: int = Field(20, ge=1, le=200, description="candidates of the distribution to return")
+
+
+class Generate(Sampling):
+    tokens: int | None = Field(None, ge=1, description="new tokens (default: the run's; at most --max-tokens)")
+    seed: int | None = Field(None, ge=0, description="sampling seed (default: the run's)")
+    stream: bool = Field(False, description="send each token as a server-sent event")
+
+
+class Attention(Strict):
+    run: str = Field(min_length=1)
+    text: str | None = Field(None, max_length=20_000, description="the text (or give ids, for a language model)")
+    ids: list[int] | None = Field(None, max_length=20_000, description="token ids, as /api/generate returned them")
+    query: int | None = Field(None, ge=0, description="the token whose attention to return (default: the last)")
+    part: str | None = Field(None, description="the attention stack, for a model with several")
+
+
+class Predict(Strict):
+    run: str = Field(min_length=1)
+    inputs: dict[str, str | int | float | bool] = Field(description="the task's inputs, as /api/runs lists them")
+
+
+def create_app(root: str | Path, device: str = "cpu", limits: Limits = Limits()) -> FastAPI:
+    store = RunStore(root, device)
+    slots = threading.BoundedSemaphore(limits.max_generations)
+    app = FastAPI(
+        title="tinyformer playground",
+        version="1",
+        description=__doc__,
+        docs_url=None,  # the stock /docs page loads its scripts from a CDN: ours is served from here
+        redoc_url=None,
+        openapi_url="/api/openapi.json",
+    )
+    add_errors(app, limits)
+
+    # ---- the page ---------------------------------------------------------------------------------------
+    @app.get("/", include_in_schema=False)
+    def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html", headers={"Content-Security-Policy": CSP})
+
+    @app.get("/static/{name}", include_in_schema=False)
+    def asset(name: str) -> FileResponse:
+        if name not in PAGE_FILES:
+            raise Bad("name", f"no such file: {name}", 404)
+        return FileResponse(STATIC / name, media_type=PAGE_FILES[name])
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        from tinyformer.serve.docs import api_page
+
+        return HTMLResponse(api_page(app.openapi()), headers={"Content-Security-Policy": CSP})
+
+    # ---- the API ----------------------------------------------------------------------------------------
+    @app.get("/api/runs", summary="the runs under the served folder")
+    def runs() -> dict:
+        listed = []
+        for name in store.names():
+            try:
+                listed.append(summary(store, name))
+            except (NotFound, UserError, OSError, ValueError):
+                continue  # a folder being written, or not loadable: left out of the list until it is
+        return {"root": str(store.root), "runs": listed, "views": VIEWS, "limits": limits.__dict__}
+
+    @app.get("/api/run", summary="one run: info, config, loss curves")
+    def run(run: str) -> dict:
+        from tinyformer.config import to_dict
+        from tinyformer.info import describe
+
+        held = get(store, run)
+        with held.lock:
+            info = describe(held.run)
+        return summary(store, run) | {
+            "step": (held.run.state or {}).get("step"),
+            "info": info,
+            "config": to_dict(held.run.config),
+            "metrics": metrics(held.run.path),
+        }
+
+    @app.post("/api/generate", summary="continue a prompt (as `tinyformer sample`); stream: server-sent events")
+    def generate(body: Generate):
+        held = get(store, body.run, view="generate")
+        job = Generation(held, body, limits)
+        if not slots.acquire(timeout=limits.wait_s):
+            raise Bad("run", f"every one of the {limits.max_generations} generation slots is busy; try again", 503)
+        if not body.stream:
+            try:
+                return job.collect()
+            finally:
+                slots.release()
+        return StreamingResponse(events(job, slots), media_type="text/event-stream")
+
+    @app.post("/api/next-token", summary="the next-token distribution after a prompt")
+    def next_token(body: Sampling) -> dict:
+        held = get(store, body.run, view="generate")
+        one = Generate(**body.model_dump(), tokens=1, seed=0)
+        job = Generation(held, one, limits)
+        return {"prompt": job.text, "distribution": job.distribution_now()}
+
+    @app.post("/api/attention", summary="attention from one token, every layer x head, with head roles")
+    def attention(body: Attention) -> dict:
+        held = get(store, body.run, view="attention")
+        with held.lock, inference(held.run.model), held.run.autocast():
+            return attention_from(held.run, body.text, body.ids, body.query, body.part)
+
+    @app.post("/api/predict", summary="the task's answer for its inputs, as panels")
+    def predict(body: Predict) -> dict:
+        held = get(store, body.run, view="predict")
+        options = task_options(held.run.task, body.inputs)
+        with held.lock, inference(held.run.model), held.run.autocast(), blame("inputs"):
+            return {"panels": held.run.task.play(held.run.model, **options)}
+
+    return app
+
+
+def get(store: RunStore, name: str, view: str | None = None):
+    """The loaded run `name`, which must offer `view`; else a 4xx naming the field."""
+    try:
+        held = store.get(name)
+    except NotFound:
+        raise Bad("run", f"no run {name!r} under the served folder; GET /api/runs lists them", 404) from None
+    except Busy:
+        raise Bad("run", f"run {name!r} is writing a checkpoint right now; try again in a moment", 503) from None
+    except UserError as e:
+        raise Bad("run", str(e), 409) from None
+    task = held.run.task
+    if view is not None and view not in task.views:
+        raise Bad("run", f"a {task.name!r} run has no {view!r} view; it has {', '.join(task.views)}")
+    return held
+
+
+def summary(store: RunStore, name: str) -> dict:
+    """What the page needs to draw a run's views, from its config alone (no weights are loaded)."""
+    from tinyformer.runs import read_config
+
+    config, task = read_config(store.path(name))
+    return {
+        "name": name,
+        "task": config.task,
+        "views": list(task.views),
+        "inputs": inputs(task),
+        "max_iters": config.train.max_iters,
+        "block_size": getattr(config.model, "block_size", None),
+        "sample": config.sample.__dict__ if "generate" in task.views else None,
+    }
+
+
+# ---- generation -------------------------------------------------------------------------------------------
+class Generation:
+    """One sampling job on a loaded run: the settings resolved against the run's own (as `sample` resolves
+    them), the prompt encoded, and a stream of steps that each hold the run's lock only while they run."""
+
+    def __init__(self, held, body: Generate, limits: Limits) -> None:
+        from tinyformer.config import SampleConfig
+
+        self.held, self.top = held, body.top
+        run = held.run
+        given = {k: v for k, v in body.model_dump().items() if k in SampleConfig.__dataclass_fields__}
+        with blame("prompt"):  # the one setting the body's own checks leave to SampleConfig: an empty prompt
+            self.s = SampleConfig(**(run.config.sample.__dict__ | {k: v for k, v in given.items() if v is not None}))
+        if self.s.tokens > limits.max_tokens:
+            raise Bad("tokens", f"tokens={self.s.tokens} is more than this server allows ({limits.max_tokens})", 422)
+        with blame("prompt"):
+            ids = run.tokenizer.encode(self.s.prompt)
+        if not ids:
+            raise Bad("prompt", "the prompt is empty; give at least one character")
+        self.ids = ids
+        self.text = run.tokenizer.decode(ids)
+
+    def steps(self) -> Iterator[dict]:
+        """One dict per new token: its id, the text it completes, and the distribution it was drawn from."""
+        from tinyformer.generate.sampling import TextStream, distribution, stream_steps
+
+        run, s = self.held.run, self.s
+        device = next(run.model.parameters()).device
+        idx = torch.tensor([self.ids], dtype=torch.long, device=device)  # (1, T0)
+        g = torch.Generator(device=device).manual_seed(s.seed)
+        sampling = dict(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, generator=g)
+        with run.autocast():  # the cache is made now, in the precision the steps run in
+            it = stream_steps(run.model, idx, s.tokens, **sampling)
+        text = TextStream(run.tokenizer)
+        for i in range(s.tokens):
+            with self.held.lock, run.autocast():
+                token, logits = next(it)  # (1, 1), (1, V)
+            dist = distribution(logits[0], s.temperature, s.top_k, s.top_p, self.top)
+            tid = int(token)
+            yield {"i": i, "id": tid, "text": text.push(tid), "distribution": self.labelled(dist)}
+
+    def labelled(self, dist: list[dict]) -> list[dict]:
+        label = self.held.run.tokenizer.decode
+        return [d | {"token": label([d["id"]])} for d in dist]
+
+    def collect(self) -> dict:
+        start, out = time.perf_counter(), list(self.steps())
+        seconds = time.perf_counter() - start
+        return self.done(out, seconds) | {"steps": out}
+
+    def done(self, out: list[dict], seconds: float) -> dict:
+        ids = self.ids + [d["id"] for d in out]
+        return {
+            "text": self.held.run.tokenizer.decode(ids),  # what `tinyformer sample` prints for these settings
+            "prompt_ids": self.ids,
+            "prompt_tokens": [self.held.run.tokenizer.decode([i]) for i in self.ids],
+            "ids": ids,
+            "settings": self.s.__dict__,
+            "ms_per_token": 1000 * seconds / max(len(out), 1),
+        }
+
+    def distribution_now(self) -> list[dict]:
+        return next(self.steps())["distribution"]
+
+
+def events(job: Generation, slots: threading.BoundedSemaphore) -> Iterator[str]:
+    """Server-sent events: `start` (the prompt's tokens), one `token` per step, then `done` (or `error`). The
+    slot is given back however the stream ends, a client that leaves included."""
+    out: list[dict] = []
+    try:
+        start = time.perf_counter()
+        yield sse(
+            "start", {"prompt_ids": job.ids, "prompt_tokens": [job.held.run.tokenizer.decode([i]) for i in job.ids]}
+        )
+        for step in job.steps():
+            out.append(step)
+            yield sse("token", step)
+        yield sse("done", job.done(out, time.perf_counter() - start))
+    except UserError as e:
+        yield sse("error", {"error": str(e), "field": "run"})
+    finally:
+        slots.release()
+
+
+def sse(event: str, data: dict) -> str:
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+# ---- errors and limits ------------------------------------------------------------------------------------
+def add_errors(app: FastAPI, limits: Limits) -> None:
+    @app.exception_handler(Bad)
+    def bad(_: Request, e: Bad) -> JSONResponse:
+        return JSONResponse({"error": str(e), "field": e.field}, status_code=e.status)
+
+    @app.exception_handler(RequestValidationError)
+    def invalid(_: Request, e: RequestValidationError) -> JSONResponse:
+        first = e.errors()[0]
+        loc = list(first["loc"])
+        field = ".".join(str(p) for p in (loc[1:] if loc and loc[0] in ("body", "query", "path") else loc))
+        value = f" (got {first['input']!r:.60})" if "input" in first and field else ""
+        return JSONResponse({"error": f"{field or 'body'}: {first['msg']}{value}", "field": field}, status_code=422)
+
+    @app.exception_handler(Exception)
+    def crash(_: Request, e: Exception) -> JSONResponse:  # a bug of ours: logged here, one line to the client
+        traceback.print_exception(e, file=sys.stderr)
+        return JSONResponse({"error": f"internal error ({type(e).__name__}); see the server's log", "field": ""}, 500)
+
+    app.add_middleware(BodyLimit, limit=limits.max_body)
+
+
+class BodyLimit:
+    """ASGI middleware: a body over `limit` bytes is refused with a 413, by its Content-Length or, when it has
+    none (chunked), once that many bytes have arrived; such a body is read here and handed on whole."""
+
+    def __init__(self, app, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        size = dict(scope["headers"]).get(b"content-length", b"").decode("latin-1")
+        if size and (not size.isdigit() or int(size) > self.limit):
+            return await self.refuse(f"the request body is {size} bytes", scope, receive, send)
+        if size or scope["method"] in ("GET", "HEAD"):
+            return await self.app(scope, receive, send)
+        body, more = b"", True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            body, more = body + message.get("body", b""), message.get("more_body", False)
+            if len(body) > self.limit:
+                return await self.refuse("the request body is over that", scope, receive, send)
+        done = False
+
+        async def whole():
+            nonlocal done
+            if done:
+                return await receive()  # after the body: a disconnect, when the client leaves
+            done = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, whole, send)
+
+    async def refuse(self, what: str, scope, receive, send) -> None:
+        msg = f"{what}; this server takes at most {self.limit} bytes (--max-body)"
+        await JSONResponse({"error": msg, "field": "body"}, 413)(scope, receive, send)

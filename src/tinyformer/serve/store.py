@@ -1,0 +1,115 @@
+"""The runs a playground serves: found under one root folder, named by their path relative to it, loaded
+once and read-only.
+
+Only a folder inside the root is ever reachable: a name is a relative path without `..`, and the folder it
+names, symlinks resolved, must lie under the resolved root and be a tinyformer run. Nothing here writes
+into a run folder or takes its lock, so a run still training can be served: each request sees the weights
+of the last complete checkpoint (reloaded when a new one appears), and a checkpoint being written is
+answered with "try again", never a lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from tinyformer.errors import UserError
+from tinyformer.runs import Run, load_run
+from tinyformer.train import checkpoint as ckpt
+
+MAX_DEPTH = 4  # folders below the root searched for runs
+MAX_RUNS = 500  # runs listed at most
+
+
+class NotFound(Exception):
+    """A run name that is not a run folder under the root (or tries to leave it)."""
+
+
+class Busy(Exception):
+    """A run whose checkpoint is being written right now: try again in a moment."""
+
+
+@dataclass
+class Loaded:
+    run: Run
+    stamp: tuple  # the weights file and its modification time when loaded
+    lock: threading.Lock = field(default_factory=threading.Lock)  # one model call at a time on this run
+
+
+class RunStore:
+    def __init__(self, root: str | Path, device: str = "cpu", keep: int = 4) -> None:
+        self.root = Path(root).resolve()
+        if not self.root.is_dir():
+            raise UserError(f"{str(root)!r} is not a folder; give a run folder or a folder of runs (e.g. runs)")
+        self.device, self.keep = device, keep
+        self._loaded: OrderedDict[str, Loaded] = OrderedDict()  # least recently used first
+        self._loading = threading.Lock()
+
+    def names(self) -> list[str]:
+        """Every run folder under the root ("." for the root itself), sorted; symlinks are not followed."""
+        found = []
+        for folder, dirs, _ in os.walk(self.root, followlinks=False):
+            here = Path(folder)
+            depth = len(here.relative_to(self.root).parts)
+            if ckpt.is_run(here):
+                found.append(here.relative_to(self.root).as_posix())
+                dirs[:] = []  # a run's subfolders (tensorboard logs) hold no runs
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".")) if depth < MAX_DEPTH else []
+            if len(found) >= MAX_RUNS:
+                break
+        return sorted(found)
+
+    def path(self, name: str) -> Path:
+        """The run folder `name` names, or NotFound."""
+        parts = PurePosixPath(name).parts
+        if not name or "\\" in name or "\x00" in name or name.startswith("/") or ".." in parts:
+            raise NotFound(name)
+        p = (self.root / name).resolve()
+        if not p.is_relative_to(self.root) or not ckpt.is_run(p):
+            raise NotFound(name)
+        return p
+
+    def get(self, name: str) -> Loaded:
+        """The run loaded with its best weights (again, when a newer checkpoint has been written)."""
+        p = self.path(name)
+        weights = p / ckpt.BEST if (p / ckpt.BEST).is_file() else p / ckpt.WEIGHTS
+        try:
+            stamp = (weights.name, weights.stat().st_mtime_ns)
+        except OSError:
+            raise Busy(name) from None
+        with self._loading:
+            held = self._loaded.get(name)
+            if held is None or held.stamp != stamp:
+                try:
+                    held = Loaded(load_run(p, device=self.device), stamp)
+                except (UserError, OSError, ValueError, RuntimeError) as e:
+                    if (p / ckpt.LOCK).exists() or (p / ckpt.COMMIT).exists():
+                        raise Busy(name) from None  # a checkpoint half written by the run training into it
+                    raise UserError(f"run {name!r} cannot be loaded: {e}") from None
+                self._loaded[name] = held
+            self._loaded.move_to_end(name)
+            while len(self._loaded) > self.keep:
+                self._loaded.popitem(last=False)
+            return held
+
+
+def metrics(folder: Path) -> dict[str, list]:
+    """The loss curves of metrics.jsonl: {"train": [[step, loss], ...], "val": [...]}; a line being written is
+    skipped."""
+    curves: dict[str, list] = {"train": [], "val": []}
+    try:
+        lines = (folder / ckpt.METRICS).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return curves
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and row.get("split") in curves and isinstance(row.get("loss"), (int, float)):
+            curves[row["split"]].append([row["step"], row["loss"]])
+    return curves
