@@ -140,3 +140,16 @@ def test_a_run_folder_in_the_old_config_names_loads_translates_and_resumes(rever
     assert "n_embd = 32" in capsys.readouterr().out
     assert main(["train", "reverse", "--resume", str(old), "--set", "train.max_iters=22"]) == 0
     assert json.loads((old / "config.json").read_text())["model"]["n_embd"] == 32
+
+
+def test_every_task_declares_playground_views_the_page_draws():
+    from tinyformer.tasks.base import VIEWS, Task, panel
+
+    for name, task in TASKS.items():
+        assert task.views and set(task.views) <= set(VIEWS), name
+        if "predict" in task.views:  # the form is made of predict_args; play is the task's own or predict's text
+            assert task.predict_args, name
+    assert sum("generate" in t.views for t in TASKS.values()) == 1  # the language model
+    assert Task.views == ("predict", "attention")
+    with pytest.raises(ValueError, match="needs the fields"):
+        panel("bars", "x", labels=["a"])  # values missing: the page would draw nothing

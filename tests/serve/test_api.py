@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,7 +20,7 @@ import pytest
 import torch
 
 from tinyformer.cli import main
-from tinyformer.serve.app import Limits, create_app
+from tinyformer.serve.app import Limits, background, create_app
 from tinyformer.train import checkpoint as ckpt
 
 fastapi = pytest.importorskip("fastapi")
@@ -279,21 +278,8 @@ def test_a_run_being_trained_is_served_read_only_without_its_lock(runs_root, tmp
 # ---- a real server on 127.0.0.1 -----------------------------------------------------------------------------
 @contextlib.contextmanager
 def serving(root: Path, limits: Limits | None = None):
-    import uvicorn
-
-    from tinyformer.cli.serve import bind
-
-    sock = bind("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn.Config(create_app(root, limits=limits or Limits()), log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    with background(create_app(root, limits=limits or Limits())) as url:
+        yield url
 
 
 def test_eight_concurrent_clients_of_twenty_requests_all_succeed(runs_root):

@@ -57,6 +57,12 @@ def _save(a: Namespace) -> dict:
     return {"save": run_save_benchmark(max(a.repeats, 5), a.data)}
 
 
+def _serve(a: Namespace) -> dict:
+    from tinyformer.bench.serve import run_serve_benchmark
+
+    return {"serve": run_serve_benchmark(a.run, max(a.repeats, 5))}
+
+
 def _parity(a: Namespace) -> None:
     from tinyformer.bench.parity import run_parity
 
@@ -92,6 +98,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         "forward + backward tokens/s of torch's fused RNN/LSTM/GRU vs the scratch loop, hidden 128 and 512",
         _rnn,
         ("iters",),
+    ),
+    "serve": Benchmark(
+        "the playground's ms/token vs tinyformer sample, 8 concurrent clients' p50/p95, page weight",
+        _serve,
+        ("run",),
     ),
     "save": Benchmark("the time of one checkpoint save on the seed recipe (weights, state, commit)", _save, ("data",)),
     "all": Benchmark(

@@ -31,6 +31,7 @@ def add_bench(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--lengths", type=_lengths, help="attention: comma-separated sequence lengths (default 128,256,512,1024,2048)"
     )
+    p.add_argument("--run", help="serve: the language-model run to serve (e.g. runs/demo)")
     p.add_argument("--data", help="train, save: text file (default: $TINYFORMER_DATA, then cache/download)")
     p.add_argument("--json", metavar="FILE", help="also write every figure, with the machine description, to FILE")
 
@@ -45,7 +46,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
     if a.json and not bench.json:
         writers = ", ".join(k for k, b in BENCHMARKS.items() if b.json)
         raise UserError(f"--json is written by bench {writers}, not by bench {a.what}")
-    for option in ("iters", "max_epochs", "config", "precision", "lengths", "data"):
+    for option in ("iters", "max_epochs", "config", "precision", "lengths", "data", "run"):
         if getattr(a, option) is not None and option not in bench.reads:
             readers = ", ".join(k for k, b in BENCHMARKS.items() if option in b.reads)
             raise UserError(f"--{option.replace('_', '-')} is read by bench {readers}, not by bench {a.what}")

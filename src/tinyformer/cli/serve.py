@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import socket
 
 
 def add_serve(p: argparse.ArgumentParser) -> None:
@@ -36,7 +35,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from tinyformer.serve.app import Limits, create_app
+        from tinyformer.serve.app import Limits, bind, create_app
     except ImportError as e:
         raise UserError(f"tinyformer serve needs {e.name}: pip install 'tinyformer[serve]'") from None
     limits = Limits(max_body=a.max_body, max_tokens=a.max_tokens, max_generations=a.max_generations)
@@ -54,19 +53,6 @@ def cmd_serve(a: argparse.Namespace) -> int:
         pass
     print("tinyformer playground: stopped")
     return 0
-
-
-def bind(host: str, port: int) -> socket.socket:
-    from tinyformer.errors import UserError
-
-    try:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except OSError as e:
-        raise UserError(f"cannot listen on {host}:{port}: {e.strerror}; try another --port") from None
-    return sock
 
 
 def is_loopback(host: str) -> bool:

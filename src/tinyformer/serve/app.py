@@ -16,7 +16,9 @@ that run at once (the others wait for a slot, up to `wait_s`).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import sys
 import threading
 import time
@@ -354,3 +356,34 @@ class BodyLimit:
     async def refuse(self, what: str, scope, receive, send) -> None:
         msg = f"{what}; this server takes at most {self.limit} bytes (--max-body)"
         await JSONResponse({"error": msg, "field": "body"}, 413)(scope, receive, send)
+
+
+# ---- running it ---------------------------------------------------------------------------------------------
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port (0 = any free port), or one line saying why not."""
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as e:
+        raise UserError(f"cannot listen on {host}:{port}: {e.strerror}; try another --port") from None
+    return sock
+
+
+@contextlib.contextmanager
+def background(app: FastAPI, host: str = "127.0.0.1") -> Iterator[str]:
+    """`app` served by uvicorn in a thread of this process, on a free port -> its base URL; stopped on exit."""
+    import uvicorn
+
+    sock = bind(host, 0)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started and thread.is_alive():
+        time.sleep(0.02)
+    try:
+        yield f"http://{host}:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
