@@ -16,7 +16,7 @@ import pytest
 from tinyformer.cli import main
 from tinyformer.errors import UserError
 from tinyformer.lab.build import build
-from tinyformer.lab.render import PLACEHOLDER, fill, index, key, render, templates, typed_numbers
+from tinyformer.lab.render import FRONT, PLACEHOLDER, fill, front_page, index, key, render, templates, typed_numbers
 from tinyformer.lab.sources import SOURCES, run_facts, table_facts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,8 +90,29 @@ def test_typed_numbers_are_found_in_prose_only():
 
 # ---- the committed guide ----------------------------------------------------------------------------------
 def test_templates_type_no_numbers():
-    for path, text in templates(TEMPLATES).items():
+    for path, text in templates(TEMPLATES).items() | {TEMPLATES / FRONT: (TEMPLATES / FRONT).read_text()}.items():
         assert typed_numbers(text) == [], path
+
+
+def test_the_readme_is_its_template_filled_from_the_guides_facts_and_short():
+    """Every number the README quotes is a fact of the guide's build: README.md is the front-page template
+    filled from the committed facts.json, and the template types no result (test above)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    template = (TEMPLATES / FRONT).read_text(encoding="utf-8")
+    assert readme == front_page(template, committed_facts()["values"]), "run `make lab`: README.md"
+    assert len(readme.splitlines()) <= 200
+    for m in PLACEHOLDER.finditer(template):  # each placeholder names a source and a fact the guide records
+        assert key(m) in committed_facts()["values"] or m.group(2) in committed_facts()["missing"], m.group(0)
+
+
+def test_a_number_typed_into_the_readme_template_fails_the_build(tmp_path):
+    source = one_page(tmp_path, "v {{lab/bench-rnn: bench.a}}", '{"a": 7}')
+    (source / FRONT).write_text("# t\n\nIt trains in 1.5 s and quotes {{lab/bench-rnn: bench.a}}.\n")
+    with pytest.raises(UserError, match="typed into templates"):
+        build(source, tmp_path / "docs", tmp_path / "runs", front=tmp_path / "README.md")
+    (source / FRONT).write_text("# t\n\nIt quotes {{lab/bench-rnn: bench.a}}.\n")
+    build(source, tmp_path / "docs", tmp_path / "runs", front=tmp_path / "README.md")
+    assert (tmp_path / "README.md").read_text() == "# t\n\nIt quotes 7.\n"
 
 
 def test_english_and_chinese_pages_ask_the_same_items_with_the_same_values():

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 TEMPLATES = Path("docs/lab/templates")
+FRONT = Path("README.md")
 QUICK_RUNS = Path("runs/lab-quick")
 
 
@@ -34,7 +35,8 @@ def cmd_build(a: argparse.Namespace) -> int:
 
     runs = Path(a.runs or (QUICK_RUNS if a.quick else "runs"))
     out = Path(a.out or (QUICK_RUNS / "docs" if a.quick else "docs/lab"))
-    build(TEMPLATES, out, runs, quick=a.quick, train=a.train, cli=a.cli)
+    front = FRONT if out == Path("docs/lab") else out / "front-page.md"  # the README, filled from the same facts
+    build(TEMPLATES, out, runs, quick=a.quick, train=a.train, cli=a.cli, front=front)
     return 0
 
 

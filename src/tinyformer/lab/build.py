@@ -24,9 +24,11 @@ from pathlib import Path
 from tinyformer.errors import UserError
 from tinyformer.files import make_dir, read_text, write_text
 from tinyformer.lab.render import (
+    FRONT,
     PLACEHOLDER,
     Page,
     command_text,
+    front_page,
     index,
     key,
     leftovers,
@@ -47,6 +49,7 @@ class Found:
     copies: list[tuple[Path, str]] = field(default_factory=list)  # figure file -> its path under figures/
     errors: list[str] = field(default_factory=list)
     unsized: list[str] = field(default_factory=list)  # quick: keys the tiny runs lack (a size, a length)
+    front: tuple[Path, str] | None = None  # the front page (README.md) and its text
 
 
 def produce(source: Source, runs: Path, quick: bool, cli: Callable[[list[str]], int]) -> None:
@@ -142,19 +145,30 @@ def _value(m, known: dict[str, str], folder: Path, quick: bool, out: Found) -> s
 
 
 def build(
-    source: Path, docs: Path, runs: Path, quick: bool = False, train: bool = False, cli=None
+    source: Path,
+    docs: Path,
+    runs: Path,
+    quick: bool = False,
+    train: bool = False,
+    cli=None,
+    front: Path | None = None,
 ) -> tuple[list[Page], Found]:
     """Templates in `source` -> pages, figures and facts.json in `docs`, from the sources under `runs`; `cli`
-    (`tinyformer.cli.main`) runs the commands of the sources to make."""
+    (`tinyformer.cli.main`) runs the commands of the sources to make. `front`: where the front page
+    (`source/README.md`, the project's README) goes, filled from the same facts."""
     texts = templates(source)
-    typed = [f"{p.parent.name}/{p.name}: {n}" for p, t in texts.items() for n in typed_numbers(t)]
+    front_template = read_text(source / FRONT) if front is not None and (source / FRONT).is_file() else None
+    everything = texts | ({source / FRONT: front_template} if front_template is not None else {})
+    typed = [f"{p.parent.name}/{p.name}: {n}" for p, t in everything.items() for n in typed_numbers(t)]
     if typed:
         raise UserError(f"lab: results typed into templates (use a placeholder): {'; '.join(typed[:10])}")
     _check_out(docs)
     previous = read_json(docs / "facts.json") if (docs / "facts.json").is_file() and not quick else {}
-    got = resolve(texts, measure(texts, runs, quick, train, cli), runs, previous, quick)
+    got = resolve(everything, measure(everything, runs, quick, train, cli), runs, previous, quick)
     pages = render(texts, got.values)
     got.errors += leftovers(pages)
+    if front_template is not None:
+        got.front = (front, front_page(front_template, got.values))
     for line in got.errors:
         print(line)
     if got.errors:
@@ -186,3 +200,5 @@ def write(docs: Path, pages: list[Page], got: Found) -> None:
     for page in pages:
         write_text(make_dir(docs / page.lang) / page.name, page.text)
     write_text(docs / "README.md", index(pages))
+    if got.front is not None:
+        write_text(*got.front)

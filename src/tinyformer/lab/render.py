@@ -87,6 +87,14 @@ def render(texts: dict[Path, str], values: dict[str, str]) -> list[Page]:
     return pages
 
 
+FRONT = "README.md"  # the front page's template, beside the language folders: the project's README
+
+
+def front_page(template: str, values: dict[str, str]) -> str:
+    """The README, filled from `values` like a page (a paragraph whose value is missing names its command)."""
+    return fill(template, values, "en")[0].rstrip("\n") + "\n"
+
+
 def fill(section: str, values: dict[str, str], lang: str) -> tuple[str, bool]:
     """One `###` item filled; True when it shows a command and every value it asks for was measured."""
     blocks, notes, measured, missing = [], set(), 0, False

@@ -112,6 +112,12 @@ SOURCES: dict[str, Source] = {  # in the order they are made: a run comes before
     s.name: s
     for s in (
         Source("lab/gpt", ("train gpt --out {dir}",), (f"train gpt {GPT_QUICK} --out {{dir}}",), done=ckpt.STATE),
+        Source(  # what `make demo` trains (the README quotes it)
+            "lab/demo",
+            ("train gpt --config configs/gpt_cpu_quick.toml --out {dir}",),
+            (f"train gpt --config configs/gpt_cpu_quick.toml {GPT_QUICK} --out {{dir}}",),
+            done=ckpt.STATE,
+        ),
         Source("lab/gpt-info", ("info {runs}/lab/gpt",), stdout=True, done="stdout.txt", cheap=True),
         Source("lab/gpt-sample", (SAMPLE,), stdout=True, done="stdout.txt", cheap=True),
         Source("lab/bert", (f"{BERT} {BERT_ALL}",), cheap=True),
