@@ -207,3 +207,12 @@ def test_a_template_that_is_not_utf8_is_one_line(tmp_path):
     (source / "zh" / "1-x.md").write_bytes("# X\n\n### Q\n\nÇa va\n".encode("latin-1"))
     with pytest.raises(UserError, match=r"1-x\.md is not UTF-8 text \(bad byte at offset"):
         build(source, tmp_path / "docs", tmp_path / "runs")
+
+
+def test_every_test_the_guide_names_exists():
+    """The guide answers questions with tests (`test_...` in code spans): each named test must be defined."""
+    defined = {
+        m for p in (ROOT / "tests").rglob("test_*.py") for m in re.findall(r"^def (test_\w+)", p.read_text(), re.M)
+    }
+    named = {n for text in templates(TEMPLATES).values() for n in re.findall(r"`(test_\w+)`", text)}
+    assert len(named) >= 15 and named <= defined, sorted(named - defined)

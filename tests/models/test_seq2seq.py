@@ -72,6 +72,31 @@ def test_target_padding_does_not_change_real_positions_and_gets_no_attention():
         assert torch.all(w.triu(1) == 0)  # nor to a future one
 
 
+def test_target_padding_cannot_change_cross_attention_so_it_needs_only_the_source_mask():
+    """Why cross-attention masks source padding only: each row is one target query over the source keys, so a
+    PAD target position changes no other row (its own row the loss ignores); a PAD source key would."""
+    model = tiny()
+    src, tgt = batch(T=5)
+    padded = torch.cat([tgt, torch.full((3, 4), PAD)], dim=1)  # (3, 9)
+    short, long = model(src, tgt, need_weights=True), model(src, padded, need_weights=True)
+    for a, b in zip(short.cross_attentions, long.cross_attentions, strict=True):  # (B, H, T, S)
+        torch.testing.assert_close(b[:, :, :5], a, atol=1e-6, rtol=0)
+    other = padded.clone()
+    other[:, 5:] = 7  # whatever sits at the padded positions: the real rows do not move
+    moved = model(src, other, need_weights=True)
+    torch.testing.assert_close(moved.cross_attentions[-1][:, :, :5], short.cross_attentions[-1], atol=1e-6, rtol=0)
+
+
+def test_one_shared_embedding_is_the_whole_parameter_gap_to_the_chapter():
+    """The chapter's seed model has 931,213 parameters; ours 929,549: the chapter embeds source and target with
+    two tables, ours with one shared one (vocab_size x n_embd = 13 x 128 = 1,664 fewer)."""
+    from tinyformer.models import count_parameters
+
+    c = Seq2SeqConfig(vocab_size=13, n_embd=128, n_head=4, d_ff=512, n_encoder_layers=2, n_decoder_layers=2)
+    ours = count_parameters(build_seq2seq(c))
+    assert ours == 929_549 and ours + c.vocab_size * c.n_embd == 931_213
+
+
 def test_forward_equals_decode_of_encode():
     model = tiny()
     src, tgt = batch()

@@ -9,7 +9,14 @@ from tinyformer.config import RunConfig, TrainConfig, load_toml, resolve
 from tinyformer.data.reversal import EOS, PAD, ReversalConfig, make_split
 from tinyformer.device import seed_everything
 from tinyformer.models.seq2seq import Seq2SeqConfig
-from tinyformer.tasks.reverse import ReverseTask, cross_alignment, evaluate_split, same_sequences, trim
+from tinyformer.tasks.reverse import (
+    ReverseTask,
+    cross_alignment,
+    evaluate_split,
+    free_running_right,
+    same_sequences,
+    trim,
+)
 from tinyformer.train.trainer import Trainer
 
 
@@ -32,6 +39,27 @@ def test_exact_match_needs_the_whole_sequence():
     labels = torch.tensor([[5, 6, EOS, PAD], [7, EOS, PAD, PAD]])
     pred = torch.tensor([[5, 6, EOS], [7, 8, EOS]])
     assert same_sequences(pred, labels).tolist() == [True, False]
+
+
+def test_free_running_accuracy_counts_tokens_in_place_after_a_mistake():
+    """Exposure bias in one example: a digit dropped early shifts every later token, so token accuracy without
+    teacher forcing falls further than the one mistake; teacher forcing would have scored it one wrong token."""
+    labels = torch.tensor([[5, 6, 7, 8, EOS], [9, 3, EOS, PAD, PAD]])
+    dropped = torch.tensor([[5, 7, 8, EOS], [9, 3, EOS, PAD]])  # row 0 skips the 6: 1 of 5 right in place
+    assert free_running_right(dropped, labels) == 1 + 3
+    assert free_running_right(labels, labels) == 8
+    longer = torch.tensor([[5, 6, 7, 8, 8, EOS], [9, 3, EOS, PAD, PAD, PAD]])  # an extra token after the labels end
+    assert free_running_right(longer, labels) == 4 + 3
+
+
+def test_eval_prints_teacher_forced_and_free_running_accuracy_and_the_independent_estimate():
+    task, model, _ = small_run(Path("/nonexistent"), steps=1)
+    r = evaluate_split(model.eval(), *task.val)
+    assert 0 <= r["free_token_acc"] <= 1 and 0 <= r["independent_em"] <= 1
+    lengths = (task.val[0] != PAD).sum(1) - 1
+    assert r["independent_em"] == pytest.approx(float((r["token_acc"] ** (lengths + 1).double()).mean()))
+    text = task.held_out(model.eval(), n=20)
+    assert "free-running (greedy) token accuracy" in text and "teacher-forced token accuracy" in text
 
 
 def small_run(tmp_path, impl="tinyformer", steps=800):

@@ -121,6 +121,9 @@ class ReverseTask(Task):
         lines = [
             f"{n} held-out sequences, {how}: exact match {r['exact_match']:.4f}, "
             f"token accuracy {r['token_acc']:.4f}, loss {r['loss']:.4f}",
+            f"teacher-forced token accuracy {r['token_acc']:.4f}; free-running ({how}) token accuracy "
+            f"{r['free_token_acc']:.4f}; exact match if every token were right independently with the "
+            f"teacher-forced accuracy: {r['independent_em']:.4f}",
             "length  exact match",
         ]
         return "\n".join(lines + [f"{k:>6}  {acc:.4f}" for k, acc in sorted(r["per_length"].items())])
@@ -191,7 +194,7 @@ def evaluate_split(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, beam:
     """Loss and token accuracy (means over target tokens), exact match, exact match per source length, and
     `correct` (N,): which rows matched. Rows go through in `chunk`s sorted by length."""
     device = model_device(model)
-    loss = right = tokens = 0.0
+    loss = right = tokens = free = 0.0
     ok = torch.zeros(len(src), dtype=torch.bool)
     lengths = (src != PAD).sum(1) - 1  # digits (tokens), without EOS
     order = lengths.argsort(stable=True)  # chunks of about one length: decoding stops sooner
@@ -206,14 +209,26 @@ def evaluate_split(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, beam:
             tokens += real
             pred = decode(model, s, beam, max_new=min(t.size(1) + 2, model.config.block_size))
             ok[rows] = same_sequences(pred, t[:, 1:]).cpu()
+            free += free_running_right(pred, t[:, 1:])
     per_length = {int(n): float(ok[lengths == n].float().mean()) for n in lengths.unique()}
+    acc = right / tokens
     return {
         "loss": loss / tokens,
-        "token_acc": right / tokens,
+        "token_acc": acc,
+        "free_token_acc": free / tokens,
         "exact_match": float(ok.float().mean()),
+        "independent_em": float((acc ** (lengths + 1).double()).mean()),  # each of n + 1 tokens right with p = acc
         "per_length": per_length,
         "correct": ok,
     }
+
+
+def free_running_right(pred: torch.Tensor, labels: torch.Tensor) -> int:
+    """Target tokens (labels (B, L), PAD after EOS) that the decoded output (B, L') has at the same position:
+    token accuracy without teacher forcing, where one early mistake can shift or change all that follows."""
+    width = max(pred.size(1), labels.size(1))
+    a = torch.nn.functional.pad(pred, (0, width - pred.size(1)), value=PAD)[:, : labels.size(1)]
+    return int(((a == labels) & (labels != PAD)).sum())
 
 
 def cross_alignment(model: nn.Module, src: torch.Tensor, variant: str = "reverse") -> tuple[float, torch.Tensor]:
