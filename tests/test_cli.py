@@ -311,3 +311,26 @@ def test_eval_and_inference_commands_run_the_task_in_eval_mode_without_autograd(
     monkeypatch.setattr(GPTTask, "held_out" if command == "eval" else "predict", record)
     assert main([command, str(trained)]) == 0
     assert seen == [(False, False)]
+
+
+def test_resuming_a_finished_run_says_how_to_train_it_further(trained, tmp_path, capsys):
+    import shutil
+
+    from tinyformer.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    assert main(["train", "gpt", "--resume", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "done: step 30" in out and "already finished: nothing was trained" in out
+    assert f"--resume {run} --set train.max_iters=N, with N above 30" in out
+    assert main(["train", "gpt", "--resume", str(run), "--set", "train.max_iters=32"]) == 0
+    out = capsys.readouterr().out
+    assert "done: step 32" in out and "already finished" not in out
+
+
+def test_weights_files_have_the_same_permissions_as_the_runs_other_files(trained):
+    import stat
+
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in trained.iterdir() if p.is_file()}
+    assert modes["model.safetensors"] == modes["best.safetensors"] == modes["config.json"] == modes["metrics.jsonl"]

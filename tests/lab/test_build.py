@@ -216,3 +216,19 @@ def test_every_test_the_guide_names_exists():
     }
     named = {n for text in templates(TEMPLATES).values() for n in re.findall(r"`(test_\w+)`", text)}
     assert len(named) >= 15 and named <= defined, sorted(named - defined)
+
+
+def test_a_figure_that_differs_only_by_one_rounding_is_not_rewritten(tmp_path):
+    from tinyformer.lab.build import same_in_substance
+
+    def pair(a: str, b: str, name: str = "x.html") -> tuple[Path, Path]:
+        (tmp_path / "old").mkdir(exist_ok=True)
+        (tmp_path / "new").mkdir(exist_ok=True)
+        (tmp_path / "old" / name).write_text(a)
+        (tmp_path / "new" / name).write_text(b)
+        return tmp_path / "old" / name, tmp_path / "new" / name
+
+    assert same_in_substance(*pair('{"w":[0.1269,0.5]}', '{"w":[0.127,0.5]}'))  # another CPU's last digit
+    assert not same_in_substance(*pair('{"w":[0.1269,0.5]}', '{"w":[0.1369,0.5]}'))  # a weight that changed
+    assert not same_in_substance(*pair('{"w":[0.1269,0.5]}', '{"v":[0.1269,0.5]}'))  # other text
+    assert not same_in_substance(*pair("0.1269", "0.127", "x.png"))  # an image is compared byte for byte

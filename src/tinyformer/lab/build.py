@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -186,11 +187,34 @@ def _check_out(docs: Path) -> None:
         raise UserError(f"lab: {docs} holds other files and no facts.json: give --out an empty or a lab folder")
 
 
+NUMBER = re.compile(r"-?\d+\.\d+(?:e-?\d+)?")
+
+
+def same_in_substance(old: Path, new: Path, tolerance: float = 1.5e-4) -> bool:
+    """The same file, or a text file (the HTML explorer, a report) whose decimals differ by at most `tolerance`
+    and nothing else: one weight rounded the other way by another CPU is not a change worth a commit."""
+    a, b = old.read_bytes(), new.read_bytes()
+    if a == b:
+        return True
+    if new.suffix not in (".html", ".json", ".md", ".txt"):
+        return False
+    try:
+        x, y = a.decode("utf-8"), b.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    u, v = NUMBER.findall(x), NUMBER.findall(y)
+    if NUMBER.sub("#", x) != NUMBER.sub("#", y) or len(u) != len(v):
+        return False
+    return all(abs(float(p) - float(q)) <= tolerance for p, q in zip(u, v))
+
+
 def write(docs: Path, pages: list[Page], got: Found) -> None:
     """The figures the pages embed (and no others), facts.json, the pages and their index."""
     figures = make_dir(docs / "figures")
     for path, rel in got.copies:
-        shutil.copyfile(path, make_dir((figures / rel).parent) / Path(rel).name)
+        target = make_dir((figures / rel).parent) / Path(rel).name
+        if not (target.is_file() and same_in_substance(target, path)):
+            shutil.copyfile(path, target)
     embedded = {v.removeprefix("../figures/") for v in got.values.values() if v.startswith("../figures/")}
     for path in [p for p in figures.rglob("*") if p.is_file()]:
         if path.relative_to(figures).as_posix() not in embedded:

@@ -119,7 +119,16 @@ def save_weights(model: nn.Module, path: Path, step: int | None = None) -> None:
 
 def weights_writer(model: nn.Module, step: int | None = None) -> Callable[[Path], None]:
     meta = None if step is None else {"step": str(step)}
-    return lambda t: save_model(model, str(t), metadata=meta)
+
+    def write(t: Path) -> None:
+        save_model(model, str(t), metadata=meta)
+        os.chmod(t, 0o666 & ~UMASK)  # safetensors creates its file 0600; every other file of a run is 0644
+
+    return write
+
+
+UMASK = os.umask(0o022)  # read once at import (os.umask can only be read by setting it), then put back
+os.umask(UMASK)
 
 
 def state_writer(state: dict) -> Callable[[Path], None]:

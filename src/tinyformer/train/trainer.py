@@ -115,6 +115,7 @@ class Trainer:
         self._stop = False  # every rank agrees on it after each step (a signal reached some rank)
         self.log = MetricsLog(self.run_dir, config.tensorboard)  # checks tensorboard on every rank alike
         recorded = self._load(inexact=resume == "inexact") if resume else None
+        self.resumed_at = self.step  # the step training starts from (0 for a new run)
         self.attention = autotune.resolve(self, recorded)  # the backend chosen (None: no attention layers)
         self.attention_reused = self.attention is not None and self.attention == BackendChoice.from_record(recorded)
 

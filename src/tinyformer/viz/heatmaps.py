@@ -36,7 +36,9 @@ def _save(fig, stem: Path) -> list[Path]:
 
 def check_index(what: str, value: int, count: int) -> None:
     if not 0 <= value < count:
-        raise UserError(f"--{what} {value} is out of range: the model has {count} {what}s (0-{count - 1})")
+        raise UserError(
+            f"--{what} {value} is out of range: the model has {count} {what}{'s' if count != 1 else ''} (0-{count - 1})"
+        )
 
 
 def _matrix(ax, w: torch.Tensor, rows: list[str], cols: list[str], small: bool = False):
