@@ -8,6 +8,7 @@ that starts with "course:" says how and why.
 
 import argparse
 import os
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -35,10 +36,18 @@ class Config:
 
 
 # package: tinyformer.data.tinyshakespeare (read_text, TokenSplits) + data.tokenizers.CharTokenizer
+CACHE = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+DATA = os.path.join(CACHE, "tinyformer", "tinyshakespeare.txt")  # the package's copy (make demo)
+
+
 def load_data(path: str | None, device: str = "cpu") -> tuple[list[str], dict[str, torch.Tensor]]:
-    path = path or os.environ.get("TINYFORMER_DATA", "")
+    """--data, else $TINYFORMER_DATA, else the copy `make demo` downloaded (the package's order)."""
+    path = path or os.environ.get("TINYFORMER_DATA", "") or DATA
     if not (os.path.isfile(path) and os.access(path, os.R_OK)):  # a mistake: one line, no traceback
-        raise SystemExit(f"minigpt.py: error: no readable data file {path!r}; pass --data PATH")
+        raise SystemExit(
+            f"minigpt.py: error: no readable data file {path!r}; pass --data PATH, set "
+            "TINYFORMER_DATA, or run `make demo` once (it downloads Tiny Shakespeare there)"
+        )
     text = open(path, encoding="utf-8").read()
     chars = sorted(set(text))  # the vocabulary: every distinct character, in sorted order
     stoi = {ch: i for i, ch in enumerate(chars)}
@@ -164,7 +173,7 @@ def optimizer(model: GPT, c: Config) -> torch.optim.Optimizer:
 
 if __name__ == "__main__":  # package: `tinyformer train gpt`, then `tinyformer sample`
     p = argparse.ArgumentParser(description="Train a character GPT on a text file, then sample.")
-    p.add_argument("--data", help="UTF-8 text file (default: $TINYFORMER_DATA)")
+    p.add_argument("--data", help="text file (default: $TINYFORMER_DATA, then make demo's copy)")
     p.add_argument("--steps", type=int, default=Config.max_iters, help="optimizer steps (3000)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda or mps")
     p.add_argument("--seed", type=int, default=1337, help="seeds init, batches, dropout (1337)")
@@ -177,11 +186,16 @@ if __name__ == "__main__":  # package: `tinyformer train gpt`, then `tinyformer 
     n_params = sum(q.numel() for q in model.parameters())
     print(f"vocabulary {len(chars)}, {n_params:,} parameters, {a.steps} steps")
     opt = optimizer(model, c)
+    shown = time.monotonic()
     for step in range(1, c.max_iters + 1):
-        train_step(model, opt, *get_batch(splits["train"], c.block_size, c.batch_size, g), c)
+        loss = train_step(model, opt, *get_batch(splits["train"], c.block_size, c.batch_size, g), c)
         if step % c.eval_interval == 0 or step == c.max_iters:
             train, val = (estimate_loss(model, splits[s], c, a.seed) for s in ("train", "val"))
             print(f"step {step}: train loss {train:.4f}, val loss {val:.4f}", flush=True)
+            shown = time.monotonic()
+        elif time.monotonic() - shown >= 10:  # a sign of life at least every 10 s, even in a log
+            print(f"step {step}: batch loss {loss:.4f}", flush=True)
+            shown = time.monotonic()
     prompt = torch.zeros((1, 1), dtype=torch.long, device=a.device)  # id 0: the newline
     out = generate(model, prompt, 500, generator=torch.Generator(a.device).manual_seed(1))
     print("".join(chars[i] for i in out[0].tolist()))

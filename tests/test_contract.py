@@ -123,7 +123,8 @@ def test_viz_attention_draws_every_stack_of_an_encoder_decoder(reversal_run, tmp
     capsys.readouterr()
     assert main(["viz", "attention", str(reversal_run), "--text", "7 3 0", "--roles", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "# encoder" in out and "# decoder" in out and "# cross" in out
+    assert "encoder: dominant head roles" in out and "decoder: dominant" in out and "cross: dominant" in out
+    assert (tmp_path / "run-cross-roles.txt").read_text().startswith("layer head")
 
 
 # ---- run folders written before the glossary rename ----------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 from types import ModuleType
 
@@ -97,3 +98,19 @@ def test_lines_are_at_most_100_characters_and_every_change_from_the_course_is_na
     assert max(len(line) for line in text.splitlines()) <= 100
     for change in ("no dropout on the embeddings", "no clipping", "also decays biases", "temperature 1"):
         assert change in text, change
+
+
+def test_without_data_it_reads_the_packages_copy_or_says_where_to_get_one(tmp_path: Path) -> None:
+    """`make demo` leaves Tiny Shakespeare in the package's cache: the example finds it there, as the package
+    does; with no copy anywhere it says how to get one in one line."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TINYFORMER_DATA"} | {"XDG_CACHE_HOME": str(tmp_path)}
+    args = [sys.executable, str(EXAMPLE), "--steps", "1"]
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and r.stderr.count("\n") == 1 and "run `make demo` once" in r.stderr, r.stderr
+    (tmp_path / "tinyformer").mkdir()
+    (tmp_path / "tinyformer" / "tinyshakespeare.txt").write_text("ROMEO:\nBut, soft!\n" * 200, encoding="utf-8")
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "steps" in r.stdout.splitlines()[0], r.stderr

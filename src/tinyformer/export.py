@@ -8,8 +8,10 @@ from GPT-2 (`model.init_from=gpt2`) exports back to the same tensors.
     transformers.GPT2LMHeadModel.from_pretrained("out/")
 
 The folder gets `config.json` and `model.safetensors` (what `from_pretrained` reads) and the run's
-tokenizer: a byte-level BPE as `tokenizer.json` (what `AutoTokenizer` reads), a character vocabulary as
-our `char_tokenizer.json`. `transformers` is not needed to export.
+tokenizer as `tokenizer.json` with a `tokenizer_config.json`, what `AutoTokenizer.from_pretrained` reads: a
+byte-level BPE as it is, a character vocabulary as a word-level vocabulary of single characters
+(`CharTokenizer.to_hf`), which encodes and decodes every text as tinyformer does. The folder also works as
+`model.init_from` for a new run. `transformers` is not needed to export.
 """
 
 from __future__ import annotations
@@ -40,7 +42,9 @@ def export_hf(model: MiniGPT, out: str | Path, tokenizer=None, force: bool = Fal
     meta = {"format": "pt"}
     atomic_write(out / "model.safetensors", lambda t: save_file(gpt2_state_dict(model), str(t), metadata=meta))
     if tokenizer is not None:
-        tokenizer.save(out / ("tokenizer.json" if isinstance(tokenizer, BPETokenizer) else "char_tokenizer.json"))
+        hf = tokenizer.hf if isinstance(tokenizer, BPETokenizer) else tokenizer.to_hf()
+        atomic_write(out / "tokenizer.json", lambda t: hf.save(str(t)))
+        write_text(out / "tokenizer_config.json", json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}) + "\n")
     return out
 
 

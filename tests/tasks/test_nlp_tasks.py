@@ -127,7 +127,7 @@ def test_classify_table_errors_name_the_column(tmp_path, capsys):
     assert "no column 'speaker'" in err and "text, label" in err and err.count("\n") == 1
 
 
-def test_pretrained_init_copies_the_masked_lm_encoder(mlm_run, tmp_path):
+def test_pretrained_init_copies_the_masked_lm_encoder(mlm_run, tmp_path, capsys):
     from safetensors.torch import load_file
 
     from tinyformer.runs import prepare_run
@@ -140,6 +140,8 @@ def test_pretrained_init_copies_the_masked_lm_encoder(mlm_run, tmp_path):
     assert task.tokenizer.vocab_size == SubwordTokenizer.load(mlm_run / "tokenizer.json").vocab_size
     model = task.build_model()
     task.init_model(model, load_run(mlm_run))
+    said = capsys.readouterr().out  # one line, as for MiniLM: where the encoder came from
+    assert said.startswith(f"model.init_from={str(mlm_run)!r}: the encoder of that masked-LM run") and "6 steps" in said
     mlm = load_file(mlm_run / "best.safetensors")
     for name, p in model.encoder.state_dict().items():
         assert torch.equal(p, mlm[f"bert.{name}"]), name

@@ -77,7 +77,7 @@ def _viz(a: Namespace) -> None:
 
 BENCHMARKS: dict[str, Benchmark] = {
     "train": Benchmark(
-        "training tokens/s at equal loss, peak memory and MFU vs the course lab's MiniGPT",
+        "training tokens/s at equal steps (the losses printed beside), peak memory and MFU vs the course lab's MiniGPT",
         _train,
         ("iters", "precision", "data"),
     ),

@@ -12,7 +12,10 @@ def add_experiment(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("name", choices=list(EXPERIMENTS), help="which study")
     p.add_argument("--quick", action="store_true", help="tiny sizes (for CI): checks the pipeline, not the answer")
-    p.add_argument("--out", help="experiment folder (default: runs/experiments/NAME); finished cells are reused")
+    p.add_argument(
+        "--out",
+        help="experiment folder (default: runs/experiments/NAME; NAME-quick with --quick); finished cells are reused",
+    )
     p.add_argument(
         "--data",
         help="the play for the MiniGPT, tagging and qa studies (default: $TINYFORMER_DATA, then cache/download)",

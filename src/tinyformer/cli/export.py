@@ -21,6 +21,9 @@ def cmd_export(a: argparse.Namespace) -> int:
     check_target(Path(a.out), a.force)  # before loading anything
     run = load(a)
     out = export_hf(run.model, a.out, run.tokenizer, force=a.force)
-    print(f"wrote {out}/config.json and {out}/model.safetensors")
-    print(f"load it with transformers.GPT2LMHeadModel.from_pretrained({str(out)!r})")
+    print(f"wrote {out}/config.json, {out}/model.safetensors and {out}/tokenizer.json")
+    print(
+        f"load it with transformers.GPT2LMHeadModel.from_pretrained({str(out)!r}) and "
+        f"AutoTokenizer.from_pretrained({str(out)!r}); --set model.init_from={out} starts a new run from it"
+    )
     return 0

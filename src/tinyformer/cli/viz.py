@@ -99,6 +99,9 @@ def cmd_viz_attention(a: argparse.Namespace) -> int:
 
 def _views(all_maps: list, a: argparse.Namespace) -> None:
     """Draw what the flags ask for, for each attention stack; print the role tables and the files written."""
+    from collections import Counter
+
+    from tinyformer.files import make_dir, write_text
     from tinyformer.viz.roles import roles_table
     from tinyformer.viz.views import VIEWS
 
@@ -106,8 +109,15 @@ def _views(all_maps: list, a: argparse.Namespace) -> None:
     requests = [_request(maps, a, several=len(all_maps) > 1) for maps in all_maps]  # all checked before drawing
     written = []
     for maps, r in zip(all_maps, requests, strict=True):
-        if a.roles:
-            print((f"# {maps.part}\n" if len(all_maps) > 1 else "") + roles_table(r.roles))
+        if a.roles:  # every head's scores to a file; one line here
+            table = make_dir(r.out) / f"{r.stem}-roles.txt"
+            write_text(table, roles_table(r.roles) + "\n")
+            counts = Counter(role for layer in r.roles.dominant for role in layer).most_common()
+            part = f"{maps.part}: " if len(all_maps) > 1 else ""
+            print(
+                f"{part}dominant head roles: " + ", ".join(f"{role} {n}" for role, n in counts) + f" (table: {table})"
+            )
+            written.append(table)
         written += [path for name in asked for path in VIEWS[name](maps, r)]
     print("wrote " + ", ".join(str(p) for p in written))
 

@@ -127,5 +127,12 @@ def load_text_tokenizer(path: str | Path):
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         data = None
     if isinstance(data, dict) and isinstance(data.get("model"), dict):
-        return BPETokenizer.load(path)
+        return CharTokenizer.from_hf(data) or BPETokenizer.load(path)
     return CharTokenizer.load(path)
+
+
+def folder_tokenizer(folder: Path):
+    """A Hugging Face model folder's tokenizer: the characters of a tinyformer export, else GPT-2's BPE."""
+    if (folder / "tokenizer.json").is_file():
+        return load_text_tokenizer(folder / "tokenizer.json")
+    return BPETokenizer.from_folder(folder)

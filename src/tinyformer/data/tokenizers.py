@@ -59,6 +59,27 @@ class CharTokenizer:
     def to_dict(self) -> dict:
         return {"type": "char", "chars": self.chars}
 
+    def to_hf(self):
+        """The same vocabulary as a Hugging Face `tokenizers.Tokenizer` (what `AutoTokenizer` loads from a
+        tokenizer.json): every character is its own token (a word-level vocabulary after a split at every
+        character), and decoding joins them with nothing between."""
+        from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+
+        tok = Tokenizer(models.WordLevel(dict(self.stoi), unk_token=None))
+        tok.pre_tokenizer = pre_tokenizers.Split(Regex("[\\s\\S]"), behavior="isolated")  # one piece per character
+        tok.decoder = decoders.Fuse()
+        return tok
+
+    @classmethod
+    def from_hf(cls, data: dict) -> CharTokenizer | None:
+        """The character vocabulary of a Hugging Face tokenizer.json that `to_hf` wrote; None for any other."""
+        model = data.get("model") if isinstance(data, dict) else None
+        vocab = model.get("vocab") if isinstance(model, dict) and model.get("type") == "WordLevel" else None
+        if not isinstance(vocab, dict) or not all(isinstance(c, str) and len(c) == 1 for c in vocab):
+            return None
+        chars = sorted(vocab, key=vocab.get)
+        return cls(chars) if [vocab[c] for c in chars] == list(range(len(chars))) else None
+
     def save(self, path: str | Path) -> None:
         write_text(Path(path), json.dumps(self.to_dict(), ensure_ascii=False))
 

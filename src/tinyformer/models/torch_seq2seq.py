@@ -12,6 +12,8 @@ in-projections whole) and the head's PyTorch default.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
 
@@ -26,17 +28,19 @@ class TorchSeq2Seq(nn.Module):
         super().__init__()
         c = self.config = config
         self.embed = Embedder(c)
-        self.core = nn.Transformer(
-            c.n_embd,
-            c.n_head,
-            c.n_encoder_layers,
-            c.n_decoder_layers,
-            c.d_ff,
-            c.dropout,
-            activation=c.ffn,  # "gelu" or "relu" (Seq2SeqConfig allows no other with impl=torch)
-            batch_first=True,
-            norm_first=c.norm_first,
-        )
+        with warnings.catch_warnings():  # torch notes that Pre-Norm layers skip its nested-tensor fast path: known
+            warnings.filterwarnings("ignore", message="enable_nested_tensor is True")
+            self.core = nn.Transformer(
+                c.n_embd,
+                c.n_head,
+                c.n_encoder_layers,
+                c.n_decoder_layers,
+                c.d_ff,
+                c.dropout,
+                activation=c.ffn,  # "gelu" or "relu" (Seq2SeqConfig allows no other with impl=torch)
+                batch_first=True,
+                norm_first=c.norm_first,
+            )
         self.head = nn.Linear(c.n_embd, c.vocab_size)
         init_weights(self, c.embedding_init, c.init)
 

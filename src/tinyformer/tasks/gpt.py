@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from tinyformer.config import DataConfig, RunConfig, SampleConfig
-from tinyformer.data.bpe import BPETokenizer, load_text_tokenizer
+from tinyformer.data.bpe import BPETokenizer, folder_tokenizer, load_text_tokenizer
 from tinyformer.data.tinyshakespeare import TokenSplits, read_text, resolve_path
 from tinyformer.data.tokenizers import CharTokenizer
 from tinyformer.device import check_memory, inference, model_device
@@ -200,7 +200,7 @@ def fit_tokenizer(d: DataConfig, text: str, n_train: int) -> CharTokenizer | BPE
     return BPETokenizer.train([text[:n_train]], d.vocab_size)
 
 
-def from_pretrained(config: RunConfig) -> tuple[RunConfig, BPETokenizer]:
+def from_pretrained(config: RunConfig) -> tuple[RunConfig, CharTokenizer | BPETokenizer]:
     """`model.init_from` -> (config with the checkpoint's architecture, its tokenizer). Dropout, backend and
     the other training choices stay the config's."""
     from tinyformer.hub import hf_config, pretrained_folder
@@ -209,7 +209,7 @@ def from_pretrained(config: RunConfig) -> tuple[RunConfig, BPETokenizer]:
     if ckpt.is_run(folder):
         raise UserError(f"model.init_from={config.model.init_from!r} is a tinyformer run; continue it with --resume")
     fields = config_from_gpt2(hf_config(folder))
-    tokenizer = BPETokenizer.from_folder(folder)
+    tokenizer = folder_tokenizer(folder)  # GPT-2's BPE, or the characters of an exported tinyformer run
     if tokenizer.vocab_size != fields["vocab_size"]:
         raise UserError(
             f"{folder}: the tokenizer has {tokenizer.vocab_size} tokens, config.json vocab_size={fields['vocab_size']}"

@@ -65,6 +65,9 @@ class Task(Protocol):
     def batch_tokens(self, batch: Any) -> int: ...
 
 
+QUIET_S = 10.0  # without a progress bar (output not a terminal), the longest time between two printed lines
+
+
 @dataclass
 class FitResult:
     status: str  # "finished", "stopped" (fit(until=...)), "interrupted" (a signal) or "diverged" (non-finite)
@@ -113,6 +116,7 @@ class Trainer:
         self._signal: int | None = None
         self.diverged = ""  # the diagnosis once a step's loss or gradient norm is not finite
         self._stop = False  # every rank agrees on it after each step (a signal reached some rank)
+        self._last_line = time.monotonic()  # when the last progress line was printed (no bar: see QUIET_S)
         self.log = MetricsLog(self.run_dir, config.tensorboard)  # checks tensorboard on every rank alike
         recorded = self._load(inexact=resume == "inexact") if resume else None
         self.resumed_at = self.step  # the step training starts from (0 for a new run)
@@ -233,6 +237,7 @@ class Trainer:
             f"step {self.step:>6}: val loss {val:.4f}{mark}{extra} | "
             f"{self.train_seconds:.0f} s training, eval {time.perf_counter() - t0:.1f} s"
         )
+        self._last_line = time.monotonic()
 
     def _log_train(self, window: list, bar) -> None:
         seconds = sum(w[2] for w in window)
@@ -242,6 +247,11 @@ class Trainer:
         self._record({"split": "train", "loss": loss, "tokens_per_s": tps, **extra}, bar)
         if self.world.main:
             bar.set_postfix(loss=f"{loss:.3f}", lr=f"{extra['lr']:.2e}", tok_s=f"{tps:,.0f}", refresh=False)
+            if self.progress and bar.disable and time.monotonic() - self._last_line >= QUIET_S:
+                print(
+                    f"step {self.step:>6}: train loss {loss:.4f}, lr {extra['lr']:.2e}, {tps:,.0f} tokens/s", flush=True
+                )
+                self._last_line = time.monotonic()  # no bar (a log file, nohup): a line at least every QUIET_S
 
     def _record(self, row: dict, bar) -> None:
         if self.world.main:
