@@ -68,6 +68,7 @@ def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path, te
     assert max(abs(x - y) for x, y in zip(a, b, strict=True)) < 1e-4
     assert a[0] - a[-1] > 0.3  # it trained: the comparison is not between two flat lines
     assert two.stdout.count("done: step 20") == 1  # rank 0 alone prints
+    assert "Warning" not in two.stderr, two.stderr  # no deprecation notice per rank (DDP's buffer option)
     state = [torch.load(tmp_path / r / "trainer_state.pt", weights_only=True) for r in ("one", "two")]
     assert state[0]["tokens_seen"] == state[1]["tokens_seen"] == 20 * 8 * 32
 
@@ -90,9 +91,12 @@ def test_an_interrupted_two_process_run_resumes_in_one_process_and_back(tmp_path
     one = [sys.executable, "-m", "tinyformer", "train", "gpt", "--resume", str(out)]
     r = run([*one, *sets(f"train.max_iters={step + 3}")])  # DDP checkpoint -> one process
     assert f"done: step {step + 3}" in r.stdout
+    note = f"trained with 2 process(es), a global batch of 2 x 4 = 8; resumed with 1, it is 1 x 4 = 4 from step {step}"
+    assert note in r.stdout and "--set train.batch_size=8 keeps it" in r.stdout  # said, not silent
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m"]
     r = run([*torchrun, "tinyformer", "train", "gpt", "--resume", str(out), *sets(f"train.max_iters={step + 5}")])
     assert f"done: step {step + 5}" in r.stdout  # and a one-process checkpoint -> two processes
+    assert r.stdout.count("resumed with 2, it is 2 x 4 = 8") == 1  # rank 0 alone says it
 
 
 def free_port() -> int:

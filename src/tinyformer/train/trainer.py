@@ -65,6 +65,18 @@ class Task(Protocol):
     def batch_tokens(self, batch: Any) -> int: ...
 
 
+def no_buffer_sync() -> dict:
+    """DDP's option for "do not broadcast buffers before each forward" (every rank builds the same masks and
+    RoPE tables): `forward_sync_buffers=False` where torch has it (it deprecates `broadcast_buffers`)."""
+    import inspect
+
+    from torch.nn.parallel import DistributedDataParallel
+
+    if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters:
+        return {"forward_sync_buffers": False}
+    return {"broadcast_buffers": False}
+
+
 QUIET_S = 10.0  # without a progress bar (output not a terminal), the longest time between two printed lines
 
 
@@ -106,7 +118,7 @@ class Trainer:
             from torch.nn.parallel import DistributedDataParallel
 
             ids = [self.world.local_rank] if self.device.type == "cuda" else None
-            self.ddp = forward = DistributedDataParallel(model, device_ids=ids, broadcast_buffers=False)
+            self.ddp = forward = DistributedDataParallel(model, device_ids=ids, **no_buffer_sync())
         self.forward = torch.compile(forward) if config.compile else forward  # what runs batches
         self.optimizer = make_optimizer(self.model, config)
         self.data_rng = torch.Generator().manual_seed(config.seed)
@@ -274,6 +286,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "rng": rng,
             "precision": self.precision,  # what train.precision resolved to here (for `info`)
+            "processes": self.world.size,  # the global batch is processes x batch_size (a resume says if it changes)
         }
         if self.attention is not None:  # the attention backend and why (for `info`, resume and `load_run`)
             state["attention"] = dataclasses.asdict(self.attention)
@@ -315,7 +328,19 @@ class Trainer:
         self.step, self.best_val, self.saved_step = state["step"], state["best_val"], state["step"]
         self.train_seconds, self.tokens_seen = state["train_seconds"], state["tokens_seen"]
         self._metrics_up_to(self.step)
+        self._say_batch_change(state.get("processes", 1))
         return state.get("attention")
+
+    def _say_batch_change(self, before: int) -> None:
+        """A run resumed with another number of processes trains on another global batch: say so, once."""
+        now, b = self.world.size, self.c.batch_size
+        if before != now and self.world.main:
+            keep = before * b / now
+            hint = f"--set train.batch_size={keep:.0f} keeps it" if keep == int(keep) else "no batch size keeps it"
+            print(
+                f"note: this run trained with {before} process(es), a global batch of {before} x {b} = {before * b}; "
+                f"resumed with {now}, it is {now} x {b} = {now * b} from step {self.step} ({hint})"
+            )
 
     def _metrics_up_to(self, step: int) -> list[dict]:
         """The logged rows up to `step`; rank 0 drops the rest from metrics.jsonl (they are redone)."""
