@@ -55,6 +55,8 @@ def hf_peer(model: MiniGPT):
         return None
     from tinyformer.export import export_hf
 
+    transformers.utils.logging.disable_progress_bar()  # its "Loading weights" bar is noise in a study's output
+    transformers.utils.logging.set_verbosity_error()
     with tempfile.TemporaryDirectory() as d:
         return transformers.GPT2LMHeadModel.from_pretrained(export_hf(model, d)).eval()
 
