@@ -145,3 +145,30 @@ def test_every_command_of_the_readme_and_the_lab_guide_runs(tmp_path, quick_stud
         print(f"\n{ran} documented commands ran in {seconds:.0f} s; {len(skips)} skipped:\n  " + "\n  ".join(skips))
     assert not failures, "\n\n".join(failures)
     assert ran >= 90
+
+
+@pytest.mark.slow
+def test_the_example_inputs_are_read_by_the_commands_that_name_them(tmp_path):
+    """examples/data holds one small file per input format the manual's commands read; each trains (two steps)
+    and the QA passage answers a question."""
+    data = ROOT / "examples" / "data"
+    steps = [a for o in STEPS for a in ("--set", o)]
+    tiny = [a for o in ("model.n_layer=1", "model.n_embd=32", "model.n_head=2", "model.d_ff=64") for a in ("--set", o)]
+    commands = [
+        ["train", "classify", "--data", str(data / "reviews.csv"), "--text-col", "review", "--label-col", "stars"],
+        ["train", "tag", "--data", str(data / "ner.conll")],
+        ["train", "qa", "--data", str(data / "squad.json"), "--set", "data.seq_len=48", "--set", "data.stride=16"],
+    ]
+    for i, argv in enumerate(commands):
+        r = subprocess.run(
+            [sys.executable, "-m", "tinyformer", *argv, *steps, *tiny, "--out", str(tmp_path / str(i))],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert r.returncode == 0, (argv, r.stderr[-2000:])
+    question = "Who says 'What, ho! Apothecary!'?"
+    args = ["qa", str(tmp_path / "2"), "--context", str(data / "scene.txt"), question]
+    r = subprocess.run([sys.executable, "-m", "tinyformer", *args], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "probability" in r.stdout, r.stderr
+    assert (data / "my.txt").read_text(encoding="utf-8").strip()
