@@ -173,3 +173,33 @@ def test_encoder_decoder_capture_gives_all_three_attentions(tmp_path):
     assert torch.isnan(roles.scores["self"]).all()  # no diagonal in cross-attention
     paths = hm.plot_head(cross, 1, 0, tmp_path / "cross")
     assert_image(paths[0], min_side=150)
+
+
+def test_a_local_chinese_bert_draws_its_chinese_labels(tmp_path, recwarn):
+    """The Chinese BERT item of the guide needs the network once; this is the same command on a BERT built here
+    with a character vocabulary of Chinese: it loads offline, tokenizes per character and labels every view."""
+    transformers = pytest.importorskip("transformers")
+    from tinyformer.cli import main
+    from tinyformer.fonts import find_cjk_font
+
+    if find_cjk_font() is None:
+        pytest.skip("no CJK font installed: apt-get install -y fonts-noto-cjk (CI installs it)")
+    folder = tmp_path / "bert-zh"
+    folder.mkdir()
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"他用望远镜看到了那只鸟"]
+    ids = {token: i for i, token in enumerate(vocab)}
+    transformers.BertTokenizerFast(vocab=ids, do_lower_case=False).save_pretrained(folder)
+    torch.manual_seed(0)
+    config = transformers.BertConfig(
+        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
+    )
+    transformers.BertModel(config).save_pretrained(folder)
+    sentence = "他用望远镜看到了那只鸟"
+    args = ["viz", "bert", "--model", str(folder), "--sentence", sentence, "--all-heads", "--flow-to", "鸟"]
+    assert main([*args, "--roles", "--out", str(tmp_path / "out")]) == 0
+    drawn = sorted(p.name for p in (tmp_path / "out").glob("*.png"))
+    assert drawn == ["bert-zh-L0-heads.png", "bert-zh-flow-鸟.png", "bert-zh-roles.png"]
+    missing = [str(w.message) for w in recwarn if "missing from font" in str(w.message)]
+    assert not missing, missing[:2]
+    table = (tmp_path / "out" / "bert-zh-roles.txt").read_text(encoding="utf-8")
+    assert table.count("\n") == 1 + 2 * 4  # a header and one row per head
