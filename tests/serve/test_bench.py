@@ -10,6 +10,7 @@ from tests.cli_helpers import user_error
 pytest.importorskip("fastapi")
 
 
+@pytest.mark.slow
 def test_bench_serve_times_api_and_sample_on_the_same_text(runs_root, capsys):
     from tinyformer.bench.serve import run_serve_benchmark
 

@@ -13,6 +13,7 @@ from tests.viz.test_html import CHROMIUM, CHROMIUM_ARGS
 
 pytest.importorskip("fastapi")
 expect = pytest.importorskip("playwright.sync_api").expect
+pytestmark = pytest.mark.slow  # a real browser: the full suite, not the fast tier
 
 
 @pytest.fixture(scope="module")
