@@ -210,3 +210,27 @@ def seq2seq_run(tmp_path_factory) -> Path:
     assert r.returncode == 0, r.stderr
     assert "exact match (greedy): train " in r.stdout, r.stdout
     return root / "run"
+
+
+# ---- a real browser: Debian's Chromium, driven by playwright (never a downloaded one) ----
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.skip("needs Chromium at /usr/bin/chromium: apt-get install -y chromium")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield b
+        b.close()

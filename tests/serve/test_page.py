@@ -9,22 +9,10 @@ import re
 import pytest
 
 from tests.serve.test_api import serving
-from tests.viz.test_html import CHROMIUM, CHROMIUM_ARGS
 
 pytest.importorskip("fastapi")
 expect = pytest.importorskip("playwright.sync_api").expect
 pytestmark = pytest.mark.slow  # a real browser: the full suite, not the fast tier
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        pytest.skip("needs Chromium at /usr/bin/chromium: apt-get install -y chromium")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

@@ -16,16 +16,6 @@ from tinyformer.viz.capture import AttentionMaps
 from tinyformer.viz.html import DIGITS, write_explorer
 from tinyformer.viz.roles import ROLES, head_roles
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 TOKENS = ["[CLS]", "the", "鸟", "<&>", 'say "hi"', "[SEP]"]
 TITLE = "Tiny <b>test</b> & 'quotes'"
 
@@ -89,17 +79,6 @@ def test_nan_roles_cross_attention_and_bad_row(tmp_path: Path) -> None:
 
 
 # ---- the page in a real browser ------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        pytest.skip("needs Chromium at /usr/bin/chromium: apt-get install -y chromium")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 @dataclass
