@@ -303,10 +303,18 @@ def test_eight_concurrent_clients_of_twenty_requests_all_succeed(runs_root):
     assert codes == [200] * 160
 
 
-def test_generations_at_once_are_bounded_and_a_slot_comes_back_when_a_client_leaves(runs_root):
-    with serving(runs_root, Limits(max_generations=1, wait_s=0.3)) as url, httpx.Client(base_url=url, timeout=30) as c:
-        with c.stream("POST", "/api/generate", json={"run": "gpt", "tokens": 200, "stream": True}) as first:
-            next(first.iter_lines())  # the stream holds the one slot
+def test_generations_at_once_are_bounded_and_a_slot_comes_back_when_a_client_leaves(runs_root, monkeypatch):
+    from tinyformer.serve.app import Generation
+
+    steps = Generation._steps
+    monkeypatch.setattr(Generation, "_steps", lambda self, it, n: time.sleep(0.02) or steps(self, it, n))  # slow
+    limits = Limits(max_generations=1, wait_s=0.05)
+    first_body = {"run": "gpt", "tokens": 1000, "stream": True}  # 20 s at the slowed pace
+    with serving(runs_root, limits) as url, httpx.Client(base_url=url, timeout=30) as c:
+        with c.stream("POST", "/api/generate", json=first_body) as first:
+            lines = first.iter_lines()  # kept: a dropped iterator closes the response, which frees the slot
+            line = next(lines)  # the stream holds the one slot
+            assert first.status_code == 200 and line == "event: start", (first.status_code, line)
             busy = c.post("/api/generate", json={"run": "gpt", "tokens": 2})
             assert busy.status_code == 503 and busy.json()["field"] == "run"
         deadline = time.time() + 20  # the client left: the stream ends, the slot is given back

@@ -26,53 +26,56 @@ CHROMIUM = Path("/usr/bin/chromium")
 
 def run_serve_benchmark(run: str | None, repeats: int, tokens: int = 200, clients: int = 8, requests: int = 20) -> dict:
     import httpx
-    from fastapi.testclient import TestClient
 
-    from tinyformer.runs import load_run
+    from tinyformer.runs import read_config
     from tinyformer.serve.app import STATIC, background, create_app
 
     if run is None or not ckpt.is_run(run):
         raise UserError("bench serve needs --run RUN, a language-model run folder (e.g. runs/demo)")
-    loaded = load_run(run)
-    if "generate" not in loaded.task.views:
-        raise UserError(f"bench serve needs a language-model run; {run} is a {loaded.config.task!r} run")
+    config, task = read_config(Path(run))
+    if "generate" not in task.views:
+        raise UserError(f"bench serve needs a language-model run; {run} is a {config.task!r} run")
     app = create_app(run)  # the run folder itself, served as "."
-    client = TestClient(app)
+    loaded = app.state.store.get(".").run  # loaded on the model thread: this thread never runs torch
     body = {"run": ".", "tokens": tokens, **PROMPT_SETTINGS}
     prompt = loaded.config.sample.prompt
 
-    def sample() -> str:
-        with inference(loaded.model), loaded.autocast():
-            return loaded.task.predict(loaded.model, prompt=prompt, tokens=tokens, **PROMPT_SETTINGS)
+    def sample() -> str:  # the CLI's own path, on the server's model thread (one OpenMP team in this process)
+        def run() -> str:
+            with inference(loaded.model), loaded.autocast():
+                return loaded.task.predict(loaded.model, prompt=prompt, tokens=tokens, **PROMPT_SETTINGS)
 
-    def api() -> str:
-        return client.post("/api/generate", json=body).json()["text"]
+        return app.state.store.call(run)
 
-    def streamed() -> str:
-        with client.stream("POST", "/api/generate", json=body | {"stream": True}) as r:
-            return "".join(r.iter_text())
+    with background(app) as url, httpx.Client(base_url=url, timeout=300) as client:  # real HTTP on 127.0.0.1
 
-    ways = {"sample": sample, "api": api, "api-stream": streamed}
-    texts = {name: way() for name, way in ways.items()}  # warm-up (the decode backend's choice), untimed
-    times: dict[str, list[float]] = {name: [] for name in ways}
-    for _ in range(repeats):
-        for name, way in ways.items():
-            start = time.perf_counter()
-            way()
-            times[name].append(1000 * (time.perf_counter() - start) / tokens)
-    ms = {name: statistics.median(t) for name, t in times.items()}
-    out = {
-        "run": str(run),
-        "tokens": tokens,
-        "repeats": repeats,
-        "ms_per_token": ms,
-        "overhead": {name: ms[name] / ms["sample"] - 1 for name in ("api", "api-stream")},
-        "same_text": texts["sample"] == texts["api"],
-        "page_kb": sum((STATIC / f).stat().st_size for f in ("index.html", "app.js", "style.css")) / 1024,
-    }
-    with background(create_app(run)) as url:
-        out["concurrent"] = concurrent(url, httpx, clients, requests)
-        out["browser"] = first_token_in_browser(url) if CHROMIUM.exists() else None
+        def api() -> str:
+            return client.post("/api/generate", json=body).json()["text"]
+
+        def streamed() -> str:
+            with client.stream("POST", "/api/generate", json=body | {"stream": True}) as r:
+                return "".join(r.iter_text())
+
+        ways = {"sample": sample, "api": api, "api-stream": streamed}
+        texts = {name: way() for name, way in ways.items()}  # warm-up (the decode backend's choice), untimed
+        times: dict[str, list[float]] = {name: [] for name in ways}
+        for _ in range(repeats):
+            for name, way in ways.items():
+                start = time.perf_counter()
+                way()
+                times[name].append(1000 * (time.perf_counter() - start) / tokens)
+        ms = {name: statistics.median(t) for name, t in times.items()}
+        out = {
+            "run": str(run),
+            "tokens": tokens,
+            "repeats": repeats,
+            "ms_per_token": ms,
+            "overhead": {name: ms[name] / ms["sample"] - 1 for name in ("api", "api-stream")},
+            "same_text": texts["sample"] == texts["api"],
+            "page_kb": sum((STATIC / f).stat().st_size for f in ("index.html", "app.js", "style.css")) / 1024,
+            "concurrent": concurrent(url, httpx, clients, requests),
+            "browser": first_token_in_browser(url) if CHROMIUM.exists() else None,
+        }
     report(out)
     return out
 

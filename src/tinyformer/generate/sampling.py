@@ -133,16 +133,11 @@ def distribution(
         scaled = logits / temperature
         p_temp = scaled.softmax(-1)[0]
         final = filter_logits(scaled, top_k, top_p).softmax(-1)[0]
-    top = p.topk(min(n, p.numel()))
+    top = p.topk(min(n, p.numel())).indices  # (n,)
+    rows = torch.stack([p[top], p_temp[top], final[top]]).tolist()  # 3 x n floats, read once
     return [
-        {
-            "id": int(i),
-            "p": float(p[i]),
-            "p_temp": float(p_temp[i]),
-            "kept": bool(final[i] > 0),
-            "p_final": float(final[i]),
-        }
-        for i in top.indices
+        {"id": i, "p": a, "p_temp": b, "kept": c > 0, "p_final": c}
+        for i, a, b, c in zip(top.tolist(), *rows, strict=True)
     ]
 
 

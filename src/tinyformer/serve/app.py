@@ -97,6 +97,7 @@ def create_app(root: str | Path, device: str = "cpu", limits: Limits = Limits())
         openapi_url="/api/openapi.json",
     )
     add_errors(app, limits)
+    app.state.store = store  # the benchmark runs `tinyformer sample`'s path on the same model thread
 
     # ---- the page ---------------------------------------------------------------------------------------
     @app.get("/", include_in_schema=False)
@@ -132,8 +133,7 @@ def create_app(root: str | Path, device: str = "cpu", limits: Limits = Limits())
         from tinyformer.info import describe
 
         held = get(store, run)
-        with held.lock:
-            info = describe(held.run)
+        info = describe(held.run)  # counts parameters: no torch kernel runs
         return summary(store, run) | {
             "step": (held.run.state or {}).get("step"),
             "info": info,
@@ -144,12 +144,12 @@ def create_app(root: str | Path, device: str = "cpu", limits: Limits = Limits())
     @app.post("/api/generate", summary="continue a prompt (as `tinyformer sample`); stream: server-sent events")
     def generate(body: Generate):
         held = get(store, body.run, view="generate")
-        job = Generation(held, body, limits)
+        job = Generation(store, held, body, limits)
         if not slots.acquire(timeout=limits.wait_s):
             raise Bad("run", f"every one of the {limits.max_generations} generation slots is busy; try again", 503)
         if not body.stream:
             try:
-                return job.collect()
+                return JSONResponse(job.collect())  # plain JSON: FastAPI's encoder would walk every float again
             finally:
                 slots.release()
         return StreamingResponse(events(job, slots), media_type="text/event-stream")
@@ -158,21 +158,29 @@ def create_app(root: str | Path, device: str = "cpu", limits: Limits = Limits())
     def next_token(body: Sampling) -> dict:
         held = get(store, body.run, view="generate")
         one = Generate(**body.model_dump(), tokens=1, seed=0)
-        job = Generation(held, one, limits)
+        job = Generation(store, held, one, limits)
         return {"prompt": job.text, "distribution": job.distribution_now()}
 
     @app.post("/api/attention", summary="attention from one token, every layer x head, with head roles")
     def attention(body: Attention) -> dict:
         held = get(store, body.run, view="attention")
-        with held.lock, inference(held.run.model), held.run.autocast():
-            return attention_from(held.run, body.text, body.ids, body.query, body.part)
+
+        def answer() -> dict:
+            with inference(held.run.model), held.run.autocast():
+                return attention_from(held.run, body.text, body.ids, body.query, body.part)
+
+        return store.call(answer)
 
     @app.post("/api/predict", summary="the task's answer for its inputs, as panels")
     def predict(body: Predict) -> dict:
         held = get(store, body.run, view="predict")
         options = task_options(held.run.task, body.inputs)
-        with held.lock, inference(held.run.model), held.run.autocast(), blame("inputs"):
-            return {"panels": held.run.task.play(held.run.model, **options)}
+
+        def answer() -> dict:
+            with inference(held.run.model), held.run.autocast(), blame("inputs"):
+                return {"panels": held.run.task.play(held.run.model, **options)}
+
+        return store.call(answer)
 
     return app
 
@@ -212,12 +220,12 @@ def summary(store: RunStore, name: str) -> dict:
 # ---- generation -------------------------------------------------------------------------------------------
 class Generation:
     """One sampling job on a loaded run: the settings resolved against the run's own (as `sample` resolves
-    them), the prompt encoded, and a stream of steps that each hold the run's lock only while they run."""
+    them), the prompt encoded, and a stream of steps, each computed on the store's model thread."""
 
-    def __init__(self, held, body: Generate, limits: Limits) -> None:
+    def __init__(self, store: RunStore, held, body: Generate, limits: Limits) -> None:
         from tinyformer.config import SampleConfig
 
-        self.held, self.top = held, body.top
+        self.store, self.held, self.top = store, held, body.top
         run = held.run
         given = {k: v for k, v in body.model_dump().items() if k in SampleConfig.__dataclass_fields__}
         with blame("prompt"):  # the one setting the body's own checks leave to SampleConfig: an empty prompt
@@ -231,24 +239,52 @@ class Generation:
         self.ids = ids
         self.text = run.tokenizer.decode(ids)
 
-    def steps(self) -> Iterator[dict]:
-        """One dict per new token: its id, the text it completes, and the distribution it was drawn from."""
-        from tinyformer.generate.sampling import TextStream, distribution, stream_steps
+    def steps(self, chunk: int = 16) -> Iterator[dict]:
+        """One dict per new token: its id, the text it completes, and the distribution it was drawn from;
+        `chunk` steps per call on the model thread (other requests' steps run between chunks)."""
+        it, text = self.store.call(self._start), self.text_stream()
+        for first in range(0, self.s.tokens, chunk):
+            for i, (tid, dist) in enumerate(self.store.call(self._steps, it, min(chunk, self.s.tokens - first))):
+                yield self.step(first + i, tid, dist, text)
+
+    async def stream(self):
+        """The same, one step per call, each awaited as soon as it is sampled (for server-sent events)."""
+        it, text = await self.store.wait(self._start), self.text_stream()
+        for i in range(self.s.tokens):
+            ((tid, dist),) = await self.store.wait(self._steps, it, 1)
+            yield self.step(i, tid, dist, text)
+
+    def text_stream(self):
+        from tinyformer.generate.sampling import TextStream
+
+        return TextStream(self.held.run.tokenizer)
+
+    def step(self, i: int, tid: int, dist: list[dict], text) -> dict:
+        return {"i": i, "id": tid, "text": text.push(tid), "distribution": self.labelled(dist)}
+
+    def _start(self):
+        """The generator of (token, logits) steps, as `tinyformer sample` makes it (the cache is made now)."""
+        from tinyformer.generate.sampling import stream_steps
 
         run, s = self.held.run, self.s
         device = next(run.model.parameters()).device
         idx = torch.tensor([self.ids], dtype=torch.long, device=device)  # (1, T0)
         g = torch.Generator(device=device).manual_seed(s.seed)
-        sampling = dict(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, generator=g)
-        with run.autocast():  # the cache is made now, in the precision the steps run in
-            it = stream_steps(run.model, idx, s.tokens, **sampling)
-        text = TextStream(run.tokenizer)
-        for i in range(s.tokens):
-            with self.held.lock, run.autocast():
+        with run.autocast():  # the precision the steps run in
+            return stream_steps(
+                run.model, idx, s.tokens, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, generator=g
+            )
+
+    def _steps(self, it, n: int) -> list[tuple[int, list[dict]]]:
+        """`n` steps of the generator: each token id and the distribution it was drawn from."""
+        from tinyformer.generate.sampling import distribution
+
+        s, out = self.s, []
+        with self.held.run.autocast():
+            for _ in range(n):
                 token, logits = next(it)  # (1, 1), (1, V)
-            dist = distribution(logits[0], s.temperature, s.top_k, s.top_p, self.top)
-            tid = int(token)
-            yield {"i": i, "id": tid, "text": text.push(tid), "distribution": self.labelled(dist)}
+                out.append((int(token), distribution(logits[0], s.temperature, s.top_k, s.top_p, self.top)))
+        return out
 
     def labelled(self, dist: list[dict]) -> list[dict]:
         label = self.held.run.tokenizer.decode
@@ -274,7 +310,7 @@ class Generation:
         return next(self.steps())["distribution"]
 
 
-def events(job: Generation, slots: threading.BoundedSemaphore) -> Iterator[str]:
+async def events(job: Generation, slots: threading.BoundedSemaphore):
     """Server-sent events: `start` (the prompt's tokens), one `token` per step, then `done` (or `error`). The
     slot is given back however the stream ends, a client that leaves included."""
     out: list[dict] = []
@@ -283,12 +319,15 @@ def events(job: Generation, slots: threading.BoundedSemaphore) -> Iterator[str]:
         yield sse(
             "start", {"prompt_ids": job.ids, "prompt_tokens": [job.held.run.tokenizer.decode([i]) for i in job.ids]}
         )
-        for step in job.steps():
+        async for step in job.stream():
             out.append(step)
             yield sse("token", step)
         yield sse("done", job.done(out, time.perf_counter() - start))
     except UserError as e:
         yield sse("error", {"error": str(e), "field": "run"})
+    except Exception as e:  # a bug of ours mid-stream: logged here, one line to the client, as for a request
+        traceback.print_exception(e, file=sys.stderr)
+        yield sse("error", {"error": f"internal error ({type(e).__name__}); see the server's log", "field": ""})
     finally:
         slots.release()
 

@@ -6,20 +6,31 @@ names, symlinks resolved, must lie under the resolved root and be a tinyformer r
 into a run folder or takes its lock, so a run still training can be served: each request sees the weights
 of the last complete checkpoint (reloaded when a new one appears), and a checkpoint being written is
 answered with "try again", never a lock.
+
+Every call into torch (loading, each generation step, attention, an answer) runs on the store's one model
+thread (`RunStore.call`). On a CPU each thread that calls torch brings its own OpenMP team, and two teams
+spin against each other for the same cores: measured here, a second thread made every generated token two
+to three times slower. One thread also serialises the model calls, so requests interleave step by step.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TypeVar
 
 from tinyformer.errors import UserError
 from tinyformer.runs import Run, load_run
 from tinyformer.train import checkpoint as ckpt
+
+T = TypeVar("T")
 
 MAX_DEPTH = 4  # folders below the root searched for runs
 MAX_RUNS = 500  # runs listed at most
@@ -37,7 +48,6 @@ class Busy(Exception):
 class Loaded:
     run: Run
     stamp: tuple  # the weights file and its modification time when loaded
-    lock: threading.Lock = field(default_factory=threading.Lock)  # one model call at a time on this run
 
 
 class RunStore:
@@ -48,6 +58,15 @@ class RunStore:
         self.device, self.keep = device, keep
         self._loaded: OrderedDict[str, Loaded] = OrderedDict()  # least recently used first
         self._loading = threading.Lock()
+        self._model = ThreadPoolExecutor(1, thread_name_prefix="tinyformer-model")  # every torch call (see above)
+
+    def call(self, fn: Callable[..., T], *args) -> T:
+        """fn(*args) on the model thread; its exception, if any, is raised here."""
+        return self._model.submit(fn, *args).result()
+
+    async def wait(self, fn: Callable[..., T], *args) -> T:
+        """The same, awaited: the event loop serves other requests meanwhile."""
+        return await asyncio.wrap_future(self._model.submit(fn, *args))
 
     def names(self) -> list[str]:
         """Every run folder under the root ("." for the root itself), sorted; symlinks are not followed."""
@@ -85,7 +104,7 @@ class RunStore:
             held = self._loaded.get(name)
             if held is None or held.stamp != stamp:
                 try:
-                    held = Loaded(load_run(p, device=self.device), stamp)
+                    held = Loaded(self.call(load_run, p, "best", self.device), stamp)
                 except (UserError, OSError, ValueError, RuntimeError) as e:
                     if (p / ckpt.LOCK).exists() or (p / ckpt.COMMIT).exists():
                         raise Busy(name) from None  # a checkpoint half written by the run training into it
