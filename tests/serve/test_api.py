@@ -104,6 +104,12 @@ def test_each_step_reports_what_temperature_top_k_and_top_p_do(client, runs_root
     assert before < 0.3 <= before + kept[-1]["p"]
 
 
+def test_top_zero_returns_the_same_tokens_without_distributions(client):
+    full = client.post("/api/generate", json={"run": "gpt", "tokens": 12, "seed": 5}).json()
+    bare = client.post("/api/generate", json={"run": "gpt", "tokens": 12, "seed": 5, "top": 0}).json()
+    assert bare["text"] == full["text"] and all(s["distribution"] == [] for s in bare["steps"])
+
+
 def test_next_token_is_the_first_step_of_generate(client):
     first = client.post("/api/generate", json={"run": "gpt", "prompt": "ROME", "tokens": 1}).json()["steps"][0]
     alone = client.post("/api/next-token", json={"run": "gpt", "prompt": "ROME"}).json()
@@ -184,7 +190,8 @@ BAD = [
     ("/api/generate", {"run": "gpt", "tokens": 0}, 422, "tokens"),
     ("/api/generate", {"run": "gpt", "tokens": 100_000}, 422, "tokens"),
     ("/api/generate", {"run": "gpt", "seed": -1}, 422, "seed"),
-    ("/api/generate", {"run": "gpt", "top": 0}, 422, "top"),
+    ("/api/generate", {"run": "gpt", "top": -1}, 422, "top"),
+    ("/api/next-token", {"run": "gpt", "top": 0}, 422, "top"),
     ("/api/generate", {"run": "gpt", "stream": "maybe"}, 422, "stream"),
     ("/api/generate", {"run": "gpt", "prompt": "é ☃"}, 400, "prompt"),
     ("/api/generate", {"run": "gpt", "prompt": ""}, 400, "prompt"),

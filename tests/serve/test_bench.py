@@ -15,7 +15,7 @@ def test_bench_serve_times_api_and_sample_on_the_same_text(runs_root, capsys):
     from tinyformer.bench.serve import run_serve_benchmark
 
     out = run_serve_benchmark(str(runs_root / "gpt"), repeats=1, tokens=8, clients=2, requests=3)
-    assert out["same_text"] and set(out["ms_per_token"]) == {"sample", "api", "api-stream"}
+    assert out["same_text"] and set(out["ms_per_token"]) == {"sample", "api-bare", "api", "api-stream"}
     c = out["concurrent"]
     assert c["requests"] == 6 and c["failed"] == 0 and c["p50_ms"] <= c["p95_ms"]
     assert out["page_kb"] > 5

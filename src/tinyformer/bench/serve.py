@@ -2,7 +2,9 @@
 in one process on one run, and how it answers 8 clients at once.
 
 - ms per generated token: `sample`'s own path (the task's predict under the run's precision, as the CLI runs
-  it) against POST /api/generate, plain and streamed, the same settings; alternated `repeats` times, medians;
+  it) against POST /api/generate over HTTP on 127.0.0.1, the same settings: bare (`top: 0`, the tokens only,
+  what `sample` computes), with each step's top-20 distribution, and streamed as the page reads it;
+  alternated `repeats` times, medians;
 - p50 / p95 latency and requests/s of 8 concurrent clients x 20 generate requests on a real server on
   127.0.0.1 (uvicorn in a thread), and how many failed;
 - the page's weight (its three files), and, where Chromium is at /usr/bin/chromium, the time from the click
@@ -52,11 +54,14 @@ def run_serve_benchmark(run: str | None, repeats: int, tokens: int = 200, client
         def api() -> str:
             return client.post("/api/generate", json=body).json()["text"]
 
+        def api_bare() -> str:  # what `sample` computes: the tokens, no distribution
+            return client.post("/api/generate", json=body | {"top": 0}).json()["text"]
+
         def streamed() -> str:
             with client.stream("POST", "/api/generate", json=body | {"stream": True}) as r:
                 return "".join(r.iter_text())
 
-        ways = {"sample": sample, "api": api, "api-stream": streamed}
+        ways = {"sample": sample, "api-bare": api_bare, "api": api, "api-stream": streamed}
         texts = {name: way() for name, way in ways.items()}  # warm-up (the decode backend's choice), untimed
         times: dict[str, list[float]] = {name: [] for name in ways}
         for _ in range(repeats):
@@ -70,8 +75,8 @@ def run_serve_benchmark(run: str | None, repeats: int, tokens: int = 200, client
             "tokens": tokens,
             "repeats": repeats,
             "ms_per_token": ms,
-            "overhead": {name: ms[name] / ms["sample"] - 1 for name in ("api", "api-stream")},
-            "same_text": texts["sample"] == texts["api"],
+            "overhead": {name: ms[name] / ms["sample"] - 1 for name in ms if name != "sample"},
+            "same_text": texts["sample"] == texts["api"] == texts["api-bare"],
             "page_kb": sum((STATIC / f).stat().st_size for f in ("index.html", "app.js", "style.css")) / 1024,
             "concurrent": concurrent(url, httpx, clients, requests),
             "browser": first_token_in_browser(url) if CHROMIUM.exists() else None,
@@ -138,7 +143,7 @@ def report(out: dict) -> None:
     print(f"run {out['run']}: {out['tokens']} tokens per generation, median of {out['repeats']}")
     for name, value in ms.items():
         extra = "" if name == "sample" else f"  ({out['overhead'][name]:+.1%} over sample)"
-        print(f"  {name:<11} {value:7.2f} ms/token{extra}")
+        print(f"  {name:<10} {value:7.2f} ms/token{extra}")
     print(f"  same text as tinyformer sample: {'yes' if out['same_text'] else 'NO'}")
     print(
         f"{c['clients']} concurrent clients x {c['requests'] // c['clients']} requests of {c['tokens']} tokens: "

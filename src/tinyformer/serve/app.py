@@ -67,6 +67,7 @@ class Sampling(Strict):
 
 
 class Generate(Sampling):
+    top: int = Field(20, ge=0, le=200, description="candidates of each step's distribution to return; 0 = none")
     tokens: int | None = Field(None, ge=1, description="new tokens (default: the run's; at most --max-tokens)")
     seed: int | None = Field(None, ge=0, description="sampling seed (default: the run's)")
     stream: bool = Field(False, description="send each token as a server-sent event")
@@ -283,7 +284,8 @@ class Generation:
         with self.held.run.autocast():
             for _ in range(n):
                 token, logits = next(it)  # (1, 1), (1, V)
-                out.append((int(token), distribution(logits[0], s.temperature, s.top_k, s.top_p, self.top)))
+                dist = distribution(logits[0], s.temperature, s.top_k, s.top_p, self.top) if self.top else []
+                out.append((int(token), dist))
         return out
 
     def labelled(self, dist: list[dict]) -> list[dict]:
