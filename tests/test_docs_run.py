@@ -65,14 +65,20 @@ def skipped(command: str) -> str | None:
     return next((why for start, why in SKIP.items() if command.startswith(start)), None)
 
 
-def sized(argv: list[str]) -> list[str]:
+def by_hand(study: str, commands: list[tuple[str, str]]) -> bool:
+    """The pages train the study's cells one by one (reverse-ablation): the study then reuses those runs."""
+    return any(f"--out runs/experiments/{study}/" in c for _, c in commands)
+
+
+def sized(argv: list[str], commands: list[tuple[str, str]]) -> list[str]:
     """The command with its size overrides appended."""
     verb = argv[1]
     if verb == "train":
         return argv + [a for o in SIZE[argv[2]] for a in ("--set", o)]
     if verb == "experiment":
         out = [] if "--out" in argv else ["--out", f"runs/experiments/{argv[2]}"]
-        return argv + ["--quick", *out]
+        # a study whose cells the pages trained (tiny) reuses them as they are; --quick would ask for other sizes
+        return argv + out if by_hand(argv[2], commands) else argv + ["--quick", *out]
     if verb == "bench":
         extra = {"train": ["--iters", "2"], "attention": ["--lengths", "64"], "rnn": ["--iters", "1"]}
         return argv + ["--repeats", "1", *extra.get(argv[2], [])]
@@ -123,8 +129,7 @@ def test_every_command_of_the_readme_and_the_lab_guide_runs(tmp_path, quick_stud
     copy = fresh_copy(tmp_path / "clone")
     commands = printed_commands()
     for name in EXPERIMENTS:  # the studies the session made at CI size, where the commands will look for them
-        cells_by_hand = any(f"--out runs/experiments/{name}/" in c for _, c in commands)  # reverse-ablation's
-        if name != "tokenizers" and not cells_by_hand:
+        if name != "tokenizers" and not by_hand(name, commands):
             study = quick_study(name).folder
             for target in (f"runs/experiments/{name}", f"runs/experiments/{name}-quick"):
                 shutil.copytree(study, copy / target, dirs_exist_ok=True)
@@ -135,7 +140,7 @@ def test_every_command_of_the_readme_and_the_lab_guide_runs(tmp_path, quick_stud
         if why:
             skips.append(f"{command}  ({why})")
             continue
-        argv = sized(shlex.split(command))
+        argv = sized(shlex.split(command), commands)
         code, output = run(argv, copy, env)
         ran += 1
         if code != 0:
