@@ -64,25 +64,12 @@ def next_token(
     return torch.multinomial(probs, 1, generator=generator)  # (B, 1)
 
 
-def stream(
-    model: nn.Module,
-    idx: torch.Tensor,
-    max_new_tokens: int,
-    *,
-    temperature: float = 1.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    generator: torch.Generator | None = None,
-    use_cache: bool = True,
-    window: int | None = None,
-) -> Iterator[torch.Tensor]:
+def stream(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, **options) -> Iterator[torch.Tensor]:
     """idx (B, T0) -> the next ids (B, 1), one per step, `max_new_tokens` of them, each yielded as soon as it is
     sampled; each step sees at most `window` (default block_size) tokens. The window is checked now, not at the
-    first step. Eval mode and no-grad are set for each step only: between tokens, the caller's state is its own."""
-    options = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
-    return (
-        token for token, _ in stream_steps(model, idx, max_new_tokens, **options, use_cache=use_cache, window=window)
-    )
+    first step. Eval mode and no-grad are set for each step only: between tokens, the caller's state is its own.
+    `options` are `stream_steps`'s (temperature, top_k, top_p, generator, use_cache, window)."""
+    return (token for token, _ in stream_steps(model, idx, max_new_tokens, **options))
 
 
 def stream_steps(
@@ -97,7 +84,8 @@ def stream_steps(
     use_cache: bool = True,
     window: int | None = None,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """`stream`, each token with the logits (B, V) it was sampled from (what `distribution` reads)."""
+    """`stream` with its options spelled out, each token with the logits (B, V) it was sampled from (what
+    `distribution` reads)."""
     window = model.check_context(window or model.config.block_size)
     use_cache = use_cache and model.config.causal  # without the mask, earlier keys change as text grows
     step = _cached_steps(model, idx, window) if use_cache else _naive_steps(model, window)
