@@ -3,7 +3,15 @@ import torch
 from torch import nn
 
 from tinyformer.data.tokenizers import CharTokenizer
-from tinyformer.generate.sampling import _cached_steps, _naive_steps, filter_logits, generate, next_token
+from tinyformer.generate.sampling import (
+    _cached_steps,
+    _naive_steps,
+    distribution,
+    distributions,
+    filter_logits,
+    generate,
+    next_token,
+)
 from tinyformer.models.gpt import GPTConfig, MiniGPT
 from tinyformer.models.outputs import ModelOutput
 
@@ -21,6 +29,22 @@ def test_top_p_keeps_the_smallest_set_reaching_the_mass():
     assert torch.isfinite(filter_logits(logits, top_p=0.8)).tolist() == [[True, False, True, False]]
     assert torch.isfinite(filter_logits(logits, top_p=0.81)).tolist() == [[True, False, True, True]]
     assert torch.isfinite(filter_logits(logits, top_p=0.01)).tolist() == [[True, False, False, False]]
+
+
+@pytest.mark.parametrize("settings", [(1.0, 0, 1.0), (0.7, 5, 1.0), (1.3, 0, 0.8), (0.0, 3, 0.5)])
+def test_distributions_of_a_batch_of_steps_are_each_steps_own(settings):
+    """The playground computes a chunk of steps' distributions at once: row by row, the same as one step."""
+    logits = torch.randn(7, 50, generator=torch.Generator().manual_seed(0)) * 3
+    together = distributions(logits, *settings, n=12)
+    alone = [distribution(row, *settings, n=12) for row in logits]
+    assert together == alone
+    for row, dist in zip(logits, together, strict=True):
+        assert [d["id"] for d in dist] == row.topk(12).indices.tolist()
+        kept = [d["kept"] for d in dist]
+        assert kept == sorted(kept, reverse=True)  # what is kept is the most likely
+        temperature, top_k, top_p = settings
+        if temperature == 0 or (top_k and top_p == 1):
+            assert sum(kept) == (1 if temperature == 0 else top_k)
 
 
 def test_temperature_zero_is_greedy_and_sampling_is_seeded():

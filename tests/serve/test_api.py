@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from tinyformer.cli import main
+from tinyformer.serve import app as app_module
 from tinyformer.serve.app import Limits, background, create_app
 from tinyformer.train import checkpoint as ckpt
 
@@ -81,6 +82,18 @@ def test_generate_gives_exactly_the_text_of_tinyformer_sample(client, runs_root,
     assert kinds == ["start"] + ["token"] * settings["tokens"] + ["done"]
     tokens = "".join(d["text"] for k, d in streamed if k == "token")
     assert "".join(streamed[0][1]["prompt_tokens"]) + tokens == expected == streamed[-1][1]["text"]
+
+
+@pytest.mark.parametrize("chunk_s", [0.0, 60.0])
+def test_steps_are_the_same_one_at_a_time_and_all_in_one_chunk(client, monkeypatch, chunk_s):
+    """CHUNK_S 0: one step per call on the model thread (and per server-sent write); 60: the whole generation
+    in one. Tokens, texts and distributions do not depend on it."""
+    settings = {"run": "gpt", "tokens": 20, "temperature": 0.9, "top_k": 8, "top_p": 0.95, "seed": 4}
+    expected = client.post("/api/generate", json=settings).json()["steps"]
+    monkeypatch.setattr(app_module, "CHUNK_S", chunk_s)
+    assert client.post("/api/generate", json=settings).json()["steps"] == expected
+    streamed = events(client.post("/api/generate", json=settings | {"stream": True}).text)
+    assert [d for k, d in streamed if k == "token"] == expected
 
 
 def test_each_step_reports_what_temperature_top_k_and_top_p_do(client, runs_root):

@@ -106,27 +106,35 @@ def _stream(model: nn.Module, step, idx: torch.Tensor, n: int, sampling: tuple, 
         yield token, logits
 
 
-def distribution(
+def distributions(
     logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, n: int = 20
-) -> list[dict]:
-    """What sampling does to one step's logits (V,), for its `n` most likely tokens, most likely first:
+) -> list[list[dict]]:
+    """What sampling does to each step's logits (N, V), for its `n` most likely tokens, most likely first:
     `p` the model's probability, `p_temp` after temperature, `kept` whether top-k and top-p keep it, and
-    `p_final` the probability it is drawn with (0 when cut; temperature 0: 1 for the argmax)."""
-    logits = logits.float()[None]  # (1, V)
-    p = logits.softmax(-1)[0]  # (V,)
+    `p_final` the probability it is drawn with (0 when cut; temperature 0: 1 for the argmax). The N steps
+    are computed at once and read in one transfer (a few kernels per step cost more than the step's token)."""
+    logits = logits.float()  # (N, V)
+    p = logits.softmax(-1)
     if temperature == 0:
-        p_temp = torch.zeros_like(p).scatter(0, p.argmax()[None], 1.0)
+        p_temp = torch.zeros_like(p).scatter(-1, p.argmax(-1, keepdim=True), 1.0)
         final = p_temp
     else:
         scaled = logits / temperature
-        p_temp = scaled.softmax(-1)[0]
-        final = filter_logits(scaled, top_k, top_p).softmax(-1)[0]
-    top = p.topk(min(n, p.numel())).indices  # (n,)
-    rows = torch.stack([p[top], p_temp[top], final[top]]).tolist()  # 3 x n floats, read once
+        p_temp = scaled.softmax(-1)
+        final = filter_logits(scaled, top_k, top_p).softmax(-1)
+    top = p.topk(min(n, p.size(-1)), dim=-1).indices  # (N, n)
+    rows = torch.stack([p.gather(-1, top), p_temp.gather(-1, top), final.gather(-1, top)], 1).tolist()  # N x 3 x n
     return [
-        {"id": i, "p": a, "p_temp": b, "kept": c > 0, "p_final": c}
-        for i, a, b, c in zip(top.tolist(), *rows, strict=True)
+        [{"id": i, "p": a, "p_temp": b, "kept": c > 0, "p_final": c} for i, a, b, c in zip(ids, *row, strict=True)]
+        for ids, row in zip(top.tolist(), rows, strict=True)
     ]
+
+
+def distribution(
+    logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, n: int = 20
+) -> list[dict]:
+    """`distributions` of one step's logits (V,)."""
+    return distributions(logits[None], temperature, top_k, top_p, n)[0]
 
 
 def generate(

@@ -40,6 +40,7 @@ from tinyformer.serve.views import Bad, attention_from, blame, inputs, task_opti
 from tinyformer.tasks.base import VIEWS
 
 STATIC = Path(__file__).parent / "static"
+CHUNK_S = 0.02  # a generation's steps run on the model thread in chunks of about this long (at least one step)
 PAGE_FILES = {"app.js": "text/javascript", "style.css": "text/css"}
 CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'"
 
@@ -239,29 +240,35 @@ class Generation:
             raise Bad("prompt", "the prompt is empty; give at least one character")
         self.ids = ids
         self.text = run.tokenizer.decode(ids)
+        self.labels: dict[int, str] = {}  # token id -> its text, decoded once per generation
 
-    def steps(self, chunk: int = 16) -> Iterator[dict]:
-        """One dict per new token: its id, the text it completes, and the distribution it was drawn from;
-        `chunk` steps per call on the model thread (other requests' steps run between chunks)."""
-        it, text = self.store.call(self._start), self.text_stream()
-        for first in range(0, self.s.tokens, chunk):
-            for i, (tid, dist) in enumerate(self.store.call(self._steps, it, min(chunk, self.s.tokens - first))):
-                yield self.step(first + i, tid, dist, text)
+    def steps(self) -> Iterator[dict]:
+        """One dict per new token: its id, the text it completes, and the distribution it was drawn from."""
+        it, text, done = self.store.call(self._start), self.text_stream(), 0
+        while done < self.s.tokens:
+            chunk = self.chunk(done, self.store.call(self._steps, it, self.s.tokens - done), text)
+            done += len(chunk)
+            yield from chunk
 
     async def stream(self):
-        """The same, one step per call, each awaited as soon as it is sampled (for server-sent events)."""
-        it, text = await self.store.wait(self._start), self.text_stream()
-        for i in range(self.s.tokens):
-            ((tid, dist),) = await self.store.wait(self._steps, it, 1)
-            yield self.step(i, tid, dist, text)
+        """The same, a chunk of steps at a time (`CHUNK_S`), each chunk awaited as soon as it is sampled: one
+        server-sent write per chunk instead of a thread hop and a write per token."""
+        it, text, done = await self.store.wait(self._start), self.text_stream(), 0
+        while done < self.s.tokens:
+            chunk = self.chunk(done, await self.store.wait(self._steps, it, self.s.tokens - done), text)
+            done += len(chunk)
+            yield chunk
 
     def text_stream(self):
         from tinyformer.generate.sampling import TextStream
 
         return TextStream(self.held.run.tokenizer)
 
-    def step(self, i: int, tid: int, dist: list[dict], text) -> dict:
-        return {"i": i, "id": tid, "text": text.push(tid), "distribution": self.labelled(dist)}
+    def chunk(self, first: int, steps: list[tuple[int, list[dict]]], text) -> list[dict]:
+        return [
+            {"i": first + k, "id": tid, "text": text.push(tid), "distribution": self.labelled(dist)}
+            for k, (tid, dist) in enumerate(steps)
+        ]
 
     def _start(self):
         """The generator of (token, logits) steps, as `tinyformer sample` makes it (the cache is made now)."""
@@ -276,21 +283,28 @@ class Generation:
                 run.model, idx, s.tokens, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, generator=g
             )
 
-    def _steps(self, it, n: int) -> list[tuple[int, list[dict]]]:
-        """`n` steps of the generator: each token id and the distribution it was drawn from."""
-        from tinyformer.generate.sampling import distribution
+    def _steps(self, it, left: int) -> list[tuple[int, list[dict]]]:
+        """The next steps of the generator, as many as `CHUNK_S` allows (at least one, at most `left`), on the
+        model thread: each token id and the distribution it was drawn from (computed for the whole chunk at
+        once). Other requests' chunks run between two of this one."""
+        from tinyformer.generate.sampling import distributions
 
-        s, out = self.s, []
+        s, tokens, logits = self.s, [], []
+        start = time.perf_counter()
         with self.held.run.autocast():
-            for _ in range(n):
-                token, logits = next(it)  # (1, 1), (1, V)
-                dist = distribution(logits[0], s.temperature, s.top_k, s.top_p, self.top) if self.top else []
-                out.append((int(token), dist))
-        return out
+            while len(tokens) < left and (not tokens or time.perf_counter() - start < CHUNK_S):
+                token, step_logits = next(it)  # (1, 1), (1, V)
+                tokens.append(int(token))
+                logits.append(step_logits)
+            dists = distributions(torch.cat(logits), s.temperature, s.top_k, s.top_p, self.top) if self.top else []
+        return list(zip(tokens, dists or [[]] * len(tokens), strict=True))
 
     def labelled(self, dist: list[dict]) -> list[dict]:
-        label = self.held.run.tokenizer.decode
-        return [d | {"token": label([d["id"]])} for d in dist]
+        label = self.labels
+        for d in dist:
+            if d["id"] not in label:
+                label[d["id"]] = self.held.run.tokenizer.decode([d["id"]])
+        return [d | {"token": label[d["id"]]} for d in dist]
 
     def collect(self) -> dict:
         start, out = time.perf_counter(), list(self.steps())
@@ -321,9 +335,9 @@ async def events(job: Generation, slots: threading.BoundedSemaphore):
         yield sse(
             "start", {"prompt_ids": job.ids, "prompt_tokens": [job.held.run.tokenizer.decode([i]) for i in job.ids]}
         )
-        async for step in job.stream():
-            out.append(step)
-            yield sse("token", step)
+        async for steps in job.stream():
+            out += steps
+            yield "".join(sse("token", step) for step in steps)
         yield sse("done", job.done(out, time.perf_counter() - start))
     except UserError as e:
         yield sse("error", {"error": str(e), "field": "run"})
