@@ -252,10 +252,12 @@ class Generation:
 
     async def stream(self):
         """The same, a chunk of steps at a time (`CHUNK_S`), each chunk awaited as soon as it is sampled: one
-        server-sent write per chunk instead of a thread hop and a write per token."""
+        server-sent write per chunk instead of a thread hop and a write per token. The first chunk is one step,
+        so that the first token shows at once."""
         it, text, done = await self.store.wait(self._start), self.text_stream(), 0
         while done < self.s.tokens:
-            chunk = self.chunk(done, await self.store.wait(self._steps, it, self.s.tokens - done), text)
+            left = self.s.tokens - done if done else 1
+            chunk = self.chunk(done, await self.store.wait(self._steps, it, left), text)
             done += len(chunk)
             yield chunk
 
