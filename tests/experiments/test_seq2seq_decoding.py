@@ -30,7 +30,7 @@ def test_quick_study_writes_a_row_per_length_from_its_own_medians(quick_study):
         line = next(x for x in text.splitlines() if x.startswith(f"| {r['length']} |"))
         assert f"{r['ms']['beam 4 cached']:.1f}" in line and f"{r['speedup']['greedy']:.2f}x" in line
     assert "same tokens in every measured call: yes" in text
-    assert f"{figures['machine']['torch_threads']} torch threads" in text
+    assert f"{figures['machine']['torch_threads']} torch thread" in text
     assert "| source length |" in study.stdout  # the table is printed too
     img = matplotlib.image.imread(tmp_path / "time_vs_length.png")
     assert img.shape[0] > 200 and float(img[..., :3].std()) > 0.05

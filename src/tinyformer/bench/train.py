@@ -154,7 +154,8 @@ def machine_line() -> str:
     bf16 = f"yes ({', '.join(found)})" if found else f"no (neither {' nor '.join(CPU_BF16_FLAGS)} in /proc/cpuinfo)"
     if os.environ.get(CPU_BF16_ENV):
         bf16 += f", taken as {'yes' if os.environ[CPU_BF16_ENV] == '1' else 'no'} ({CPU_BF16_ENV})"
-    threads = f"{torch.get_num_threads()} torch threads, torch {torch.__version__}"
+    n = torch.get_num_threads()
+    threads = f"{n} torch thread{'' if n == 1 else 's'}, torch {torch.__version__}"
     return f"machine: {machine()['cpu']}; native bf16: {bf16}; {threads}"
 
 

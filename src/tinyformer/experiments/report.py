@@ -31,7 +31,8 @@ def machine_line(m: dict, device: str | None = None) -> str:
     """Where the numbers were made; `device` for a study that measures on one (cpu, cuda, mps)."""
     gpu = f", {m['gpu']}" if m["gpu"] else ""
     on = f"; measured on {device}" if device else ""
-    return f"Machine: {m['cpu']}{gpu}, {m['torch_threads']} torch threads, torch {m['torch']}{on}."
+    threads = f"{m['torch_threads']} torch thread{'' if m['torch_threads'] == 1 else 's'}"
+    return f"Machine: {m['cpu']}{gpu}, {threads}, torch {m['torch']}{on}."
 
 
 def markdown_table(header: list[str], rows: list[list]) -> str:
