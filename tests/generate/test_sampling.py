@@ -11,6 +11,7 @@ from tinyformer.generate.sampling import (
     filter_logits,
     generate,
     next_token,
+    significant,
 )
 from tinyformer.models.gpt import GPTConfig, MiniGPT
 from tinyformer.models.outputs import ModelOutput
@@ -45,6 +46,17 @@ def test_distributions_of_a_batch_of_steps_are_each_steps_own(settings):
         temperature, top_k, top_p = settings
         if temperature == 0 or (top_k and top_p == 1):
             assert sum(kept) == (1 if temperature == 0 else top_k)
+
+
+def test_probabilities_keep_six_significant_digits_and_print_short():
+    x = torch.tensor([0.123456789, 1.0, 0.0, 3.14159265e-9, 0.99999995, 2.5e-15], dtype=torch.float64)
+    assert significant(x).tolist() == [0.123457, 1.0, 0.0, 3.14159e-09, 1.0, 2.5e-15]
+    logits = torch.randn(3, 40, generator=torch.Generator().manual_seed(1)) * 4
+    for row, dist in zip(logits, distributions(logits, 0.8, 0, 0.9), strict=True):
+        p = torch.tensor([d["p"] for d in dist], dtype=torch.float64)
+        exact = row.softmax(-1).double()[[d["id"] for d in dist]]  # the probabilities before rounding
+        assert torch.allclose(p, exact, rtol=6e-6, atol=0) and not torch.equal(p, exact)
+        assert all(len(repr(d[k])) <= 12 for d in dist for k in ("p", "p_temp", "p_final"))
 
 
 def test_temperature_zero_is_greedy_and_sampling_is_seeded():

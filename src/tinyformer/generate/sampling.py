@@ -123,11 +123,19 @@ def distributions(
         p_temp = scaled.softmax(-1)
         final = filter_logits(scaled, top_k, top_p).softmax(-1)
     top = p.topk(min(n, p.size(-1)), dim=-1).indices  # (N, n)
-    rows = torch.stack([p.gather(-1, top), p_temp.gather(-1, top), final.gather(-1, top)], 1).tolist()  # N x 3 x n
+    rows = torch.stack([p.gather(-1, top), p_temp.gather(-1, top), final.gather(-1, top)], 1)  # (N, 3, n)
+    rows = significant(rows.double()).tolist()  # N x 3 x n
     return [
         [{"id": i, "p": a, "p_temp": b, "kept": c > 0, "p_final": c} for i, a, b, c in zip(ids, *row, strict=True)]
         for ids, row in zip(top.tolist(), rows, strict=True)
     ]
+
+
+def significant(x: torch.Tensor, digits: int = 6) -> torch.Tensor:
+    """`x` (float64) rounded to `digits` significant digits: a float32 read as a Python float prints 17 digits in
+    JSON, most of them noise, and the playground's JSON was a third of its cost per token. 0 stays 0."""
+    scale = torch.pow(10.0, digits - 1 - x.abs().clamp_min(1e-300).log10().floor())
+    return (x * scale).round() / scale
 
 
 def distribution(

@@ -303,10 +303,11 @@ class Generation:
 
     def labelled(self, dist: list[dict]) -> list[dict]:
         label = self.labels
-        for d in dist:
+        for d in dist:  # each dict is this step's own: labelled in place
             if d["id"] not in label:
                 label[d["id"]] = self.held.run.tokenizer.decode([d["id"]])
-        return [d | {"token": label[d["id"]]} for d in dist]
+            d["token"] = label[d["id"]]
+        return dist
 
     def collect(self) -> dict:
         start, out = time.perf_counter(), list(self.steps())
