@@ -4,7 +4,7 @@ in one process on one run, and how it answers 8 clients at once.
 - ms per generated token: `sample`'s own path (the task's predict under the run's precision, as the CLI runs
   it) against POST /api/generate over HTTP on 127.0.0.1, the same settings: bare (`top: 0`, the tokens only,
   what `sample` computes), with each step's top-20 distribution, and streamed as the page reads it;
-  alternated `repeats` times, medians;
+  alternated `repeats` times: medians, and each overhead the median of the rounds' own ratios;
 - p50 / p95 latency and requests/s of 8 concurrent clients x 20 generate requests on a real server on
   127.0.0.1 (uvicorn in a thread), and how many failed;
 - the page's weight (its three files), and, where Chromium is at /usr/bin/chromium, the time from the click
@@ -75,7 +75,11 @@ def run_serve_benchmark(run: str | None, repeats: int, tokens: int = 200, client
             "tokens": tokens,
             "repeats": repeats,
             "ms_per_token": ms,
-            "overhead": {name: ms[name] / ms["sample"] - 1 for name in ms if name != "sample"},
+            "overhead": {  # the median of each round's own ratio: a round runs every way back to back
+                name: statistics.median(a / b - 1 for a, b in zip(times[name], times["sample"], strict=True))
+                for name in ms
+                if name != "sample"
+            },
             "same_text": texts["sample"] == texts["api"] == texts["api-bare"],
             "page_kb": sum((STATIC / f).stat().st_size for f in ("index.html", "app.js", "style.css")) / 1024,
             "concurrent": concurrent(url, httpx, clients, requests),
@@ -140,7 +144,8 @@ def first_token_in_browser(url: str) -> dict | None:
 
 def report(out: dict) -> None:
     ms, c = out["ms_per_token"], out["concurrent"]
-    print(f"run {out['run']}: {out['tokens']} tokens per generation, median of {out['repeats']}")
+    rounds = f"median of {out['repeats']} rounds (overhead: of each round's own ratio)"
+    print(f"run {out['run']}: {out['tokens']} tokens per generation, {rounds}")
     for name, value in ms.items():
         extra = "" if name == "sample" else f"  ({out['overhead'][name]:+.1%} over sample)"
         print(f"  {name:<10} {value:7.2f} ms/token{extra}")
