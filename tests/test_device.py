@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from tinyformer.device import pick_device
+from tinyformer.device import pick_device, torch_threads
 from tinyformer.errors import UserError
 
 
@@ -21,3 +21,7 @@ def test_unknown_or_absent_devices_are_user_errors(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(UserError, match="no CUDA GPU"):
         pick_device("cuda")
+
+
+def test_machine_lines_count_one_thread_in_the_singular():
+    assert [torch_threads(n) for n in (1, 2)] == ["1 torch thread", "2 torch threads"]

@@ -245,6 +245,11 @@ def gib(n: float) -> str:
     return f"{n / 2**30:,.1f} GiB" if n >= 2**28 else f"{n / 2**20:,.0f} MiB"
 
 
+def torch_threads(n: int) -> str:
+    """How a machine line names torch's thread count: "1 torch thread", "2 torch threads"."""
+    return f"{n} torch thread{'' if n == 1 else 's'}"
+
+
 def machine() -> dict:
     """What the figures were measured on, for `bench --json`."""
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None

@@ -148,14 +148,13 @@ def machine_line() -> str:
     """The CPU, whether it multiplies bf16 natively (read from its flags), threads and torch version."""
     import os
 
-    from tinyformer.device import CPU_BF16_ENV, CPU_BF16_FLAGS, cpu_flags, machine
+    from tinyformer.device import CPU_BF16_ENV, CPU_BF16_FLAGS, cpu_flags, machine, torch_threads
 
     found = [f for f in CPU_BF16_FLAGS if f in cpu_flags()]
     bf16 = f"yes ({', '.join(found)})" if found else f"no (neither {' nor '.join(CPU_BF16_FLAGS)} in /proc/cpuinfo)"
     if os.environ.get(CPU_BF16_ENV):
         bf16 += f", taken as {'yes' if os.environ[CPU_BF16_ENV] == '1' else 'no'} ({CPU_BF16_ENV})"
-    n = torch.get_num_threads()
-    threads = f"{n} torch thread{'' if n == 1 else 's'}, torch {torch.__version__}"
+    threads = f"{torch_threads(torch.get_num_threads())}, torch {torch.__version__}"
     return f"machine: {machine()['cpu']}; native bf16: {bf16}; {threads}"
 
 

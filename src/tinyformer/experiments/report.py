@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Iterable
 from pathlib import Path
 
-from tinyformer.device import machine
+from tinyformer.device import machine, torch_threads
 from tinyformer.files import make_dir, write_text
 
 QUICK_MARK = "--quick size"  # in the first line of every --quick report, and only there
@@ -31,8 +31,7 @@ def machine_line(m: dict, device: str | None = None) -> str:
     """Where the numbers were made; `device` for a study that measures on one (cpu, cuda, mps)."""
     gpu = f", {m['gpu']}" if m["gpu"] else ""
     on = f"; measured on {device}" if device else ""
-    threads = f"{m['torch_threads']} torch thread{'' if m['torch_threads'] == 1 else 's'}"
-    return f"Machine: {m['cpu']}{gpu}, {threads}, torch {m['torch']}{on}."
+    return f"Machine: {m['cpu']}{gpu}, {torch_threads(m['torch_threads'])}, torch {m['torch']}{on}."
 
 
 def markdown_table(header: list[str], rows: list[list]) -> str:
