@@ -4,6 +4,7 @@ from torch import nn
 
 from tinyformer.data.tokenizers import CharTokenizer
 from tinyformer.generate.sampling import (
+    COLUMNS,
     _cached_steps,
     _naive_steps,
     distribution,
@@ -40,8 +41,9 @@ def test_distributions_of_a_batch_of_steps_are_each_steps_own(settings):
     alone = [distribution(row, *settings, n=12) for row in logits]
     assert together == alone
     for row, dist in zip(logits, together, strict=True):
-        assert [d["id"] for d in dist] == row.topk(12).indices.tolist()
-        kept = [d["kept"] for d in dist]
+        assert list(dist) == list(COLUMNS) and all(len(column) == 12 for column in dist.values())
+        assert dist["id"] == row.topk(12).indices.tolist()
+        kept = dist["kept"]
         assert kept == sorted(kept, reverse=True)  # what is kept is the most likely
         temperature, top_k, top_p = settings
         if temperature == 0 or (top_k and top_p == 1):
@@ -53,10 +55,10 @@ def test_probabilities_keep_six_significant_digits_and_print_short():
     assert significant(x).tolist() == [0.123457, 1.0, 0.0, 3.14159e-09, 1.0, 2.5e-15]
     logits = torch.randn(3, 40, generator=torch.Generator().manual_seed(1)) * 4
     for row, dist in zip(logits, distributions(logits, 0.8, 0, 0.9), strict=True):
-        p = torch.tensor([d["p"] for d in dist], dtype=torch.float64)
-        exact = row.softmax(-1).double()[[d["id"] for d in dist]]  # the probabilities before rounding
+        p = torch.tensor(dist["p"], dtype=torch.float64)
+        exact = row.softmax(-1).double()[dist["id"]]  # the probabilities before rounding
         assert torch.allclose(p, exact, rtol=6e-6, atol=0) and not torch.equal(p, exact)
-        assert all(len(repr(d[k])) <= 12 for d in dist for k in ("p", "p_temp", "p_final"))
+        assert all(len(repr(x)) <= 12 for k in ("p", "p_temp", "p_final") for x in dist[k])
 
 
 def test_temperature_zero_is_greedy_and_sampling_is_seeded():

@@ -100,27 +100,29 @@ def test_each_step_reports_what_temperature_top_k_and_top_p_do(client, runs_root
     vocab = json.loads((runs_root / "gpt/config.json").read_text())["model"]["vocab_size"]
     out = client.post("/api/generate", json={"run": "gpt", "tokens": 6, "temperature": 1.5, "top_k": 4, "top": 200})
     for step in out.json()["steps"]:
-        dist = step["distribution"]  # every token: top=200 is more than the vocabulary
-        p = [d["p"] for d in dist]
-        assert p == sorted(p, reverse=True) and len(dist) == vocab
-        kept = [d for d in dist if d["kept"]]
-        assert len(kept) == 4 and kept == dist[:4]  # top-k keeps the 4 most likely
-        assert sum(d["p_final"] for d in kept) == pytest.approx(1.0, abs=1e-5)
-        assert step["id"] in {d["id"] for d in kept}
-        flatter = [d["p_temp"] for d in dist]  # temperature 1.5 > 1 flattens: the top token loses mass
+        dist = step["distribution"]  # every token: top=200 is more than the vocabulary; one list per column
+        p = dist["p"]
+        assert p == sorted(p, reverse=True) and all(len(column) == vocab for column in dist.values())
+        assert dist["kept"] == [True] * 4 + [False] * (vocab - 4)  # top-k keeps the 4 most likely
+        assert sum(dist["p_final"][:4]) == pytest.approx(1.0, abs=1e-5) and not any(dist["p_final"][4:])
+        assert step["id"] in dist["id"][:4]
+        assert step["text"] == dist["token"][dist["id"].index(step["id"])]  # each id's label is its text
+        flatter = dist["p_temp"]  # temperature 1.5 > 1 flattens: the top token loses mass
         assert flatter[0] < p[0] and flatter[-1] > p[-1]
     greedy = client.post("/api/generate", json={"run": "gpt", "tokens": 3, "temperature": 0}).json()
-    assert all(s["id"] == s["distribution"][0]["id"] and s["distribution"][0]["p_final"] == 1 for s in greedy["steps"])
+    assert all(s["id"] == s["distribution"]["id"][0] and s["distribution"]["p_final"][0] == 1 for s in greedy["steps"])
     nucleus = client.post("/api/next-token", json={"run": "gpt", "prompt": "ROMEO:", "top_p": 0.3, "top_k": 0}).json()
-    kept = [d for d in nucleus["distribution"] if d["kept"]]
-    before = sum(d["p"] for d in kept[:-1])  # the last kept token is the one that crosses 0.3
-    assert before < 0.3 <= before + kept[-1]["p"]
+    dist = nucleus["distribution"]
+    kept = [p for p, k in zip(dist["p"], dist["kept"], strict=True) if k]
+    assert dist["kept"] == [True] * len(kept) + [False] * (len(dist["kept"]) - len(kept))  # the most likely ones
+    before = sum(kept[:-1])  # the last kept token is the one that crosses 0.3
+    assert before < 0.3 <= before + kept[-1]
 
 
 def test_top_zero_returns_the_same_tokens_without_distributions(client):
     full = client.post("/api/generate", json={"run": "gpt", "tokens": 12, "seed": 5}).json()
     bare = client.post("/api/generate", json={"run": "gpt", "tokens": 12, "seed": 5, "top": 0}).json()
-    assert bare["text"] == full["text"] and all(s["distribution"] == [] for s in bare["steps"])
+    assert bare["text"] == full["text"] and all(not any(s["distribution"].values()) for s in bare["steps"])
 
 
 def test_next_token_is_the_first_step_of_generate(client):

@@ -106,13 +106,18 @@ def _stream(model: nn.Module, step, idx: torch.Tensor, n: int, sampling: tuple, 
         yield token, logits
 
 
+COLUMNS = ("id", "p", "p_temp", "kept", "p_final")  # a step's distribution: one list per column, one entry per token
+
+
 def distributions(
     logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, n: int = 20
-) -> list[list[dict]]:
-    """What sampling does to each step's logits (N, V), for its `n` most likely tokens, most likely first:
-    `p` the model's probability, `p_temp` after temperature, `kept` whether top-k and top-p keep it, and
-    `p_final` the probability it is drawn with (0 when cut; temperature 0: 1 for the argmax). The N steps
-    are computed at once and read in one transfer (a few kernels per step cost more than the step's token)."""
+) -> list[dict[str, list]]:
+    """What sampling does to each step's logits (N, V), for its `n` most likely tokens, most likely first: per
+    step, one list per column (`COLUMNS`): `id`, `p` the model's probability, `p_temp` after temperature,
+    `kept` whether top-k and top-p keep it, and `p_final` the probability it is drawn with (0 when cut;
+    temperature 0: 1 for the argmax). Columns, not one object per token: the playground sends them as JSON
+    for every step, and 20 objects a step cost more to build, write and parse than the step's token. The N
+    steps are computed at once and read in one transfer (a few kernels per step cost more than its token)."""
     logits = logits.float()  # (N, V)
     p = logits.softmax(-1)
     if temperature == 0:
@@ -126,8 +131,8 @@ def distributions(
     rows = torch.stack([p.gather(-1, top), p_temp.gather(-1, top), final.gather(-1, top)], 1)  # (N, 3, n)
     rows = significant(rows.double()).tolist()  # N x 3 x n
     return [
-        [{"id": i, "p": a, "p_temp": b, "kept": c > 0, "p_final": c} for i, a, b, c in zip(ids, *row, strict=True)]
-        for ids, row in zip(top.tolist(), rows, strict=True)
+        dict(zip(COLUMNS, (ids, a, b, [c > 0 for c in f], f), strict=True))
+        for ids, (a, b, f) in zip(top.tolist(), rows, strict=True)
     ]
 
 
@@ -141,7 +146,7 @@ def significant(x: torch.Tensor, digits: int = 6) -> torch.Tensor:
 
 def distribution(
     logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, n: int = 20
-) -> list[dict]:
+) -> dict[str, list]:
     """`distributions` of one step's logits (V,)."""
     return distributions(logits[None], temperature, top_k, top_p, n)[0]
 

@@ -115,8 +115,9 @@ function startOutput(promptIds, promptTokens) {
 
 function addToken(step) {
   const i = state.ids.length;
-  state.ids.push(step.id); state.labels.push(step.distribution.find((d) => d.id === step.id)?.token ?? step.text);
-  state.dists.push(step.distribution);
+  const dist = step.distribution;  // columns: id, token, p, p_temp, kept, p_final
+  state.ids.push(step.id); state.labels.push(dist.token[dist.id.indexOf(step.id)] ?? step.text);
+  state.dists.push(dist);
   $("output").append(tokenSpan(state.labels[i], i, "gen"));
   drawDistribution(i);
 }
@@ -180,8 +181,9 @@ function drawDistribution(i) {
   const dist = state.dists[i];
   $("dist-step").textContent = dist ? `before token ${i} (“${shown(state.labels[i])}”)` : "";
   if (!dist) return $("dist").replaceChildren(el("p", { class: "muted", text: "a prompt token: nothing was drawn" }));
-  const top = Math.max(...dist.map((d) => Math.max(d.p, d.p_final)));
-  $("dist").replaceChildren(...dist.map((d) => {
+  const rows = dist.id.map((id, k) => ({ id, token: dist.token[k], p: dist.p[k], kept: dist.kept[k], p_final: dist.p_final[k] }));
+  const top = Math.max(...rows.map((d) => Math.max(d.p, d.p_final)));
+  $("dist").replaceChildren(...rows.map((d) => {
     const row = el("div", { class: `dist-row${d.kept ? "" : " cut"}${d.id === state.ids[i] ? " chosen" : ""}` });
     const bars = el("div", { class: "bars" },
       el("div", { class: "bar raw", style: `width:${(100 * d.p) / top}%` }),
