@@ -28,9 +28,11 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     n = x.numel()
     words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_()  # bits 0..62 random
     slices = words.view(torch.int16)[:n] & (LEVELS - 1)  # 4 independent 15-bit numbers per word
-    keep = (slices >= round(p * LEVELS)).view(x.shape)
-    scale, zero = (torch.full((), v, dtype=x.dtype, device=x.device) for v in (1.0 / (1.0 - p), 0.0))
-    return x * torch.where(keep, scale, zero)  # the mask made in x's dtype in one pass
+    keep = slices >= round(p * LEVELS)  # bool
+    # bool -> uint8 is a free view, and uint8 -> x's dtype a fast cast (bool -> bf16 directly, or torch.where,
+    # takes 3-9x longer on a CPU); the mask is 0 or exactly the dtype's rounding of 1 / (1 - p), as before
+    mask = keep.view(torch.uint8).to(x.dtype).mul_(1.0 / (1.0 - p))
+    return x * mask.view(x.shape)
 
 
 class Dropout(nn.Dropout):
