@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -47,9 +50,6 @@ print(applied, libc.mallinfo2().fordblks if applied else 0)
 
 
 def test_freed_tensor_memory_stays_in_the_process_for_the_next_step():
-    import subprocess
-    import sys
-
     out = subprocess.run([sys.executable, "-c", KEPT], capture_output=True, text=True, check=True).stdout
     applied, kept = out.split()
     if applied != "True":
