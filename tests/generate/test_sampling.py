@@ -50,6 +50,21 @@ def test_distributions_of_a_batch_of_steps_are_each_steps_own(settings):
             assert sum(kept) == (1 if temperature == 0 else top_k)
 
 
+def test_tied_logits_list_the_token_greedy_decoding_draws_first():
+    """bf16 logits tie often. At temperature 0 the drawn token (argmax: the lowest id of the tied ones) must be
+    the first listed, with p_final 1; every tie is listed in id order."""
+    logits = torch.zeros(2, 65)
+    logits[0, [9, 41, 60]] = 2.0  # three-way tie at the top
+    logits[1, [50, 7]] = torch.tensor([1.5, 1.5]).bfloat16().float()
+    logits[1, 30] = 1.0
+    drawn = next_token(logits, temperature=0.0).flatten().tolist()
+    for row, token, dist in zip(logits, drawn, distributions(logits, 0.0, 0, 1.0, n=5), strict=True):
+        assert dist["id"][0] == token and dist["p_final"][:2] == [1.0, 0.0]
+        top = row.max()
+        assert [i for i in dist["id"] if row[i] == top] == sorted(i for i in range(65) if row[i] == top)
+    assert distributions(logits, 0.0, 0, 1.0, n=5)[0]["id"][:3] == [9, 41, 60]
+
+
 def test_probabilities_keep_six_significant_digits_and_print_short():
     x = torch.tensor([0.123456789, 1.0, 0.0, 3.14159265e-9, 0.99999995, 2.5e-15], dtype=torch.float64)
     assert significant(x).tolist() == [0.123457, 1.0, 0.0, 3.14159e-09, 1.0, 2.5e-15]

@@ -127,7 +127,10 @@ def distributions(
         scaled = logits / temperature
         p_temp = scaled.softmax(-1)
         final = filter_logits(scaled, top_k, top_p).softmax(-1)
-    top = p.topk(min(n, p.size(-1)), dim=-1).indices  # (N, n)
+    top = p.topk(min(n, p.size(-1)), dim=-1).indices.sort(-1).values  # (N, n), in id order
+    # most likely first, equal probabilities in id order, as argmax breaks the tie: at temperature 0 the drawn
+    # token is first (bf16 logits tie often; topk orders ties as it likes)
+    top = top.gather(-1, p.gather(-1, top).sort(dim=-1, descending=True, stable=True).indices)
     rows = torch.stack([p.gather(-1, top), p_temp.gather(-1, top), final.gather(-1, top)], 1)  # (N, 3, n)
     rows = significant(rows.double()).tolist()  # N x 3 x n
     return [
