@@ -7,6 +7,7 @@ import io
 import os
 import random
 import string
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -234,3 +235,48 @@ def browser():
         b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+# ---- the user's install: a wheel of this checkout in a new venv, as `make demo` installs it (not editable) ----
+ROOT = Path(__file__).resolve().parents[1]
+USER_EXTRAS = "serve,hf"  # what `make demo` installs beside the package: the extras the README's commands use
+
+
+def fresh_copy(target: Path) -> Path:
+    """The project's files as a fresh clone of this working tree would have them once committed: tracked and new
+    files that git does not ignore (no runs/, no .venv), links kept as links."""
+    import shutil
+    import subprocess
+
+    listed = ["git", "ls-files", "--cached", "--others", "--exclude-standard"]
+    files = subprocess.run(listed, cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    for name in files:
+        source, copy = ROOT / name, target / name
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            copy.symlink_to(os.readlink(source))
+        elif source.is_file():
+            shutil.copy2(source, copy)
+    return target
+
+
+@pytest.fixture(scope="session")
+def user_install(tmp_path_factory) -> Path:
+    """The bin folder of a new venv holding torch's CPU build (the version this suite runs), then the wheel built
+    from a fresh copy of this checkout with the extras `make demo` installs: what a user gets, not the suite's
+    own environment. Needs the package index (PyPI) for the package's dependencies."""
+    import subprocess
+    import venv
+
+    root = tmp_path_factory.mktemp("user-install")
+    source = fresh_copy(root / "source")
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "wheel", str(source), "--no-deps", "-w", str(root / "wheel")], check=True, timeout=600)
+    (wheel,) = (root / "wheel").glob("tinyformer-*.whl")
+    venv.create(root / "venv", with_pip=True)
+    bin_dir = root / "venv" / "bin"
+    pip = [str(bin_dir / "python"), "-m", "pip", "--disable-pip-version-check", "-q"]
+    torch_version = torch.__version__.split("+")[0]
+    subprocess.run([*pip, "install", f"torch=={torch_version}"], check=True, timeout=900)
+    subprocess.run([*pip, "install", f"{wheel}[{USER_EXTRAS}]"], check=True, timeout=900)
+    return bin_dir

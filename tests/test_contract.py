@@ -15,7 +15,7 @@ import torch
 from tests.cli_helpers import user_error
 from tinyformer.cli import main
 from tinyformer.data.reversal import BOS
-from tinyformer.tasks import TASKS, ReverseTask, register
+from tinyformer.tasks import TASKS, Card, ReverseTask, register, unregister
 
 
 # ---- a new task is one module, one registry line and its test: this module is all three ----------------------------
@@ -33,7 +33,7 @@ class CopyTask(ReverseTask):
 def copy_task():
     register(CopyTask)  # the registry line
     yield CopyTask
-    TASKS.pop(CopyTask.name)
+    unregister(CopyTask.name)
 
 
 @pytest.mark.slow
@@ -154,3 +154,15 @@ def test_every_task_declares_playground_views_the_page_draws():
     assert Task.views == ("predict", "attention")
     with pytest.raises(ValueError, match="needs the fields"):
         panel("bars", "x", labels=["a"])  # values missing: the page would draw nothing
+
+
+def test_each_card_says_what_its_task_class_declares():
+    """The command line reads the cards (no torch); the trainer and the server read the classes: they agree."""
+    import dataclasses
+
+    from tinyformer.tasks import CARDS
+
+    for name, card in CARDS.items():
+        task = TASKS[name]
+        assert card.where == f"{task.__module__}:{task.__name__}" and task.card is card, name
+        assert dataclasses.replace(card, where="") == Card.of(task), name

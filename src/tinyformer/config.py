@@ -281,8 +281,27 @@ def migrate(saved: dict, defaults: RunConfig) -> dict:
     return out
 
 
+PRESETS = Path(__file__).parent / "presets"  # shipped in the package; a checkout's configs/ is this folder
+
+
+def presets() -> list[str]:
+    """The names of the presets that ship with tinyformer (`--config NAME`)."""
+    return sorted(p.stem for p in PRESETS.glob("*.toml"))
+
+
+def preset_path(name: str | Path) -> Path:
+    """`--config`: a TOML file, or the name of a shipped preset (`gpt_cpu_quick`, with or without `.toml`)."""
+    path = Path(name).expanduser()
+    if path.exists() or path.parent != Path("."):  # a file, or a path to one: input_file says what is wrong
+        return path
+    shipped = PRESETS / f"{path.stem}.toml"
+    if path.suffix in ("", ".toml") and shipped.is_file():
+        return shipped
+    raise UserError(f"config {str(name)!r} is neither a file nor a preset; presets: {', '.join(presets())}")
+
+
 def load_toml(path: str | Path) -> dict:
-    p = input_file(path, "config file")
+    p = input_file(preset_path(path), "config file")
     try:
         return tomllib.loads(p.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:

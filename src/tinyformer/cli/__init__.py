@@ -18,6 +18,7 @@ import sys
 
 from tinyformer.cli import bench, chat, experiment, export, infer, lab, serve, train, viz
 from tinyformer.errors import UserError
+from tinyformer.extras import missing, optional
 from tinyformer.files import reason
 
 
@@ -70,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         return 141  # what a process stopped by SIGPIPE reports
     except OSError as e:  # the machine refused a read or write (no space, no permission): not a bug of ours
         return _fail(f"{e.filename or 'a file'}: {reason(e)}")
+    except ModuleNotFoundError as e:  # an optional package met past the command's own check (`tinyformer.extras`)
+        if not optional(e):
+            raise
+        return _fail(str(missing(f"tinyformer {args.command}", e.name)))
     except KeyboardInterrupt:
         print("tinyformer: interrupted", file=sys.stderr)
         return 130

@@ -8,8 +8,8 @@ import json
 from tinyformer.bench import BENCHMARKS
 from tinyformer.cli.common import positive_int
 from tinyformer.config import PRECISIONS
-from tinyformer.device import pick_device
 from tinyformer.errors import UserError
+from tinyformer.extras import need
 from tinyformer.files import input_file, make_dir, output_path, write_text
 
 
@@ -42,7 +42,10 @@ def _lengths(text: str) -> tuple[int, ...]:
 
 
 def cmd_bench(a: argparse.Namespace) -> int:
+    from tinyformer.device import pick_device
+
     bench = BENCHMARKS[a.what]
+    need(f"bench {a.what}", *bench.needs)
     if a.json and not bench.json:
         writers = ", ".join(k for k, b in BENCHMARKS.items() if b.json)
         raise UserError(f"--json is written by bench {writers}, not by bench {a.what}")

@@ -31,7 +31,7 @@ from tinyformer.cli.common import add_run_args, load, utf8
 from tinyformer.cli.infer import add_args
 from tinyformer.config import SampleConfig
 from tinyformer.errors import UserError
-from tinyformer.tasks import TASKS
+from tinyformer.tasks.cards import CARDS
 
 VERB = "sample"  # chat takes the runs whose inference verb this is: language models
 FLAGS = ("--temperature", "--top-k", "--top-p", "--tokens", "--seed")  # of that verb's options
@@ -52,7 +52,7 @@ Ctrl-C stops the model's turn; at the prompt it ends the session."""
 
 def _lm_args() -> list:
     """The options of `FLAGS` as the language-model tasks declare them (help text shared with `sample`)."""
-    args = {arg.flag: arg for task in TASKS.values() if task.command == VERB for arg in task.predict_args}
+    args = {arg.flag: arg for card in CARDS.values() if card.command == VERB for arg in card.predict_args}
     return [args[flag] for flag in FLAGS if flag in args]
 
 
@@ -77,7 +77,7 @@ def open_chat(a: argparse.Namespace) -> Chat:
 
     config, task_cls = read_config(check_run_dir(a.run))
     if task_cls.command != VERB:
-        names = " or ".join(f"`train {t.name}`" for t in TASKS.values() if t.command == VERB)
+        names = " or ".join(f"`train {card.name}`" for card in CARDS.values() if card.command == VERB)
         hint = f"; its command is `tinyformer {task_cls.command}`" if task_cls.command else ""
         raise UserError(f"{a.run!r} is a {config.task!r} run; chat needs a language-model ({names}) run{hint}")
     given = {k: getattr(a, k) for k in SETTINGS if getattr(a, k) is not None}

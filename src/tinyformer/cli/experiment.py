@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-MLM_STUDIES = ("tagging", "qa")  # the studies that take --mlm
+from tinyformer.experiments import EXPERIMENTS
 
 
 def add_experiment(p: argparse.ArgumentParser) -> None:
-    from tinyformer.experiments import EXPERIMENTS
-
-    p.add_argument("name", choices=list(EXPERIMENTS), help="which study")
+    p.add_argument("name", choices=list(EXPERIMENTS), help="; ".join(f"{k}: {s.about}" for k, s in EXPERIMENTS.items()))
     p.add_argument("--quick", action="store_true", help="tiny sizes (for CI): checks the pipeline, not the answer")
     p.add_argument(
         "--out",
@@ -20,14 +18,18 @@ def add_experiment(p: argparse.ArgumentParser) -> None:
         "--data",
         help="the play for the MiniGPT, tagging and qa studies (default: $TINYFORMER_DATA, then cache/download)",
     )
-    p.add_argument("--mlm", metavar="RUN", help="tagging, qa: the masked-LM run to start from (default: train one)")
+    takers = ", ".join(k for k, s in EXPERIMENTS.items() if s.mlm)
+    p.add_argument("--mlm", metavar="RUN", help=f"{takers}: the masked-LM run to start from (default: train one)")
 
 
 def cmd_experiment(a: argparse.Namespace) -> int:
     from tinyformer.errors import UserError
-    from tinyformer.experiments import EXPERIMENTS
+    from tinyformer.extras import need
 
-    if a.mlm and a.name not in MLM_STUDIES:
-        raise UserError(f"--mlm applies to the {' and '.join(MLM_STUDIES)} experiments, not {a.name!r}")
-    EXPERIMENTS[a.name](a.out, quick=a.quick, data=a.data, **({"mlm": a.mlm} if a.mlm else {}))
+    study = EXPERIMENTS[a.name]
+    if a.mlm and not study.mlm:
+        takers = " and ".join(k for k, s in EXPERIMENTS.items() if s.mlm)
+        raise UserError(f"--mlm applies to the {takers} experiments, not {a.name!r}")
+    need(f"experiment {a.name}", *study.needs)
+    study(a.out, quick=a.quick, data=a.data, **({"mlm": a.mlm} if a.mlm else {}))
     return 0

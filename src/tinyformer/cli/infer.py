@@ -1,8 +1,8 @@
 """Commands that run a trained model: each task's inference verb (`sample`, `translate`, `fill`,
 `classify`, ... as the registry declares them) and `eval`, one code path for every task.
 
-The commands and their options come from the tasks (`Task.command`, `predict_args`, `eval_args`):
-this module never names a task.
+The commands and their options come from the tasks' cards (`tinyformer.tasks.cards`: `command`,
+`predict_args`, `eval_args`), so building them imports no task: this module never names one.
 """
 
 from __future__ import annotations
@@ -11,13 +11,8 @@ import argparse
 from collections.abc import Callable
 
 from tinyformer.cli.common import add_run_args, load, utf8
-from tinyformer.device import inference
 from tinyformer.errors import UserError
-from tinyformer.tasks import TASKS, Arg
-
-
-def dest(arg: Arg) -> str:
-    return arg.flag.lstrip("-").replace("-", "_")
+from tinyformer.tasks.cards import CARDS, Arg, Card
 
 
 def add_args(p: argparse.ArgumentParser, args: list[Arg]) -> None:
@@ -32,8 +27,8 @@ def add_args(p: argparse.ArgumentParser, args: list[Arg]) -> None:
 
 def options(a: argparse.Namespace, run, accepted: tuple[Arg, ...], every: list[Arg]) -> dict:
     """The options the user gave, checked against what the run's task accepts; texts must be valid UTF-8."""
-    names = {dest(arg) for arg in accepted}
-    given = {dest(arg): getattr(a, dest(arg)) for arg in every}
+    names = {arg.dest for arg in accepted}
+    given = {arg.dest: getattr(a, arg.dest) for arg in every}
     given = {k: v for k, v in given.items() if v is not None and v is not False}
     for key, value in given.items():
         if key not in names:
@@ -50,22 +45,24 @@ def union(args: list[Arg]) -> list[Arg]:
 # ---- the tasks' inference verbs ------------------------------------------------------------
 def predict_commands() -> dict[str, tuple[Callable, Callable, str]]:
     """{verb: (add, cmd, help)} for every inference verb a registered task declares."""
-    verbs: dict[str, list] = {}
-    for task in TASKS.values():
-        if task.command:
-            verbs.setdefault(task.command, []).append(task)
-    return {verb: _predict_command(verb, tasks) for verb, tasks in verbs.items()}
+    verbs: dict[str, list[Card]] = {}
+    for card in CARDS.values():
+        if card.command:
+            verbs.setdefault(card.command, []).append(card)
+    return {verb: _predict_command(verb, cards) for verb, cards in verbs.items()}
 
 
-def _predict_command(verb: str, tasks: list) -> tuple[Callable, Callable, str]:
-    every = union([arg for task in tasks for arg in task.predict_args])
-    names = " or ".join(f"`train {t.name}`" for t in tasks)
+def _predict_command(verb: str, cards: list[Card]) -> tuple[Callable, Callable, str]:
+    every = union([arg for card in cards for arg in card.predict_args])
+    names = " or ".join(f"`train {card.name}`" for card in cards)
 
     def add(p: argparse.ArgumentParser) -> None:
         add_run_args(p)
         add_args(p, every)
 
     def cmd(a: argparse.Namespace) -> int:
+        from tinyformer.device import inference
+
         run = load(a)
         if run.task.command != verb:
             hint = f"; its command is `tinyformer {run.task.command}`" if run.task.command else ""
@@ -74,12 +71,12 @@ def _predict_command(verb: str, tasks: list) -> tuple[Callable, Callable, str]:
             print(run.task.predict(run.model, **options(a, run, run.task.predict_args, every)))
         return 0
 
-    return add, cmd, tasks[0].command_help
+    return add, cmd, cards[0].command_help
 
 
 # ---- eval ----------------------------------------------------------------------------------
 def _eval_args() -> list[Arg]:
-    return union([arg for task in TASKS.values() for arg in task.eval_args])
+    return union([arg for card in CARDS.values() for arg in card.eval_args])
 
 
 def add_eval(p: argparse.ArgumentParser) -> None:
@@ -88,6 +85,8 @@ def add_eval(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_eval(a: argparse.Namespace) -> int:
+    from tinyformer.device import inference
+
     run = load(a)
     with inference(run.model), run.autocast():
         print(run.task.held_out(run.model, **options(a, run, run.task.eval_args, _eval_args())))

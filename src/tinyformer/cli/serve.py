@@ -7,7 +7,7 @@ import ipaddress
 
 
 def add_serve(p: argparse.ArgumentParser) -> None:
-    from tinyformer.serve.app import Limits
+    from tinyformer.serve.limits import Limits
 
     d = Limits()
     p.add_argument("path", help="a run folder, or a folder of runs (e.g. runs); only runs under it are reachable")
@@ -26,18 +26,19 @@ def add_serve(p: argparse.ArgumentParser) -> None:
 
 def cmd_serve(a: argparse.Namespace) -> int:
     from tinyformer.errors import UserError
+    from tinyformer.extras import need
 
+    need("tinyformer serve", "fastapi", "uvicorn")
     for flag in ("max_tokens", "max_generations", "max_body"):
         if getattr(a, flag) < 1:
             raise UserError(f"--{flag.replace('_', '-')} {getattr(a, flag)} must be at least 1")
     if not 0 <= a.port <= 65535:
         raise UserError(f"--port {a.port} is not a port number (0-65535)")
-    try:
-        import uvicorn
+    import uvicorn
 
-        from tinyformer.serve.app import Limits, bind, create_app
-    except ImportError as e:
-        raise UserError(f"tinyformer serve needs {e.name}: pip install 'tinyformer[serve]'") from None
+    from tinyformer.serve.app import bind, create_app
+    from tinyformer.serve.limits import Limits
+
     limits = Limits(max_body=a.max_body, max_tokens=a.max_tokens, max_generations=a.max_generations)
     app = create_app(a.path, device=a.device, limits=limits)
     sock = bind(a.host, a.port)

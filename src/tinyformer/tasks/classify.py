@@ -40,7 +40,8 @@ from tinyformer.models.classifier import (
     TextClassifier,
 )
 from tinyformer.plots import plot_confusion
-from tinyformer.tasks.base import Arg, fit_model, panel
+from tinyformer.tasks.base import fit_model, panel
+from tinyformer.tasks.cards import CARDS
 from tinyformer.tasks.encoder import EncoderTask, fit_tokenizer, pretrained_config, recipe
 
 TEST_JSON, CONFUSION_PNG = "test.json", "confusion.png"
@@ -87,18 +88,10 @@ def load_examples(d: ClassifyDataConfig) -> LabelledTexts:
 
 
 class ClassifyTask(EncoderTask):
-    name = "classify"
-    data_format = "a .csv/.tsv/.jsonl table"
-    data_args = (
-        Arg("--text-col", "classify: the table's text column (data.text_col, default text)"),
-        Arg("--label-col", "classify: the table's label column (data.label_col, default label)"),
-    )
+    card = CARDS["classify"]
     select = "error"  # best.safetensors = lowest val error rate: val loss rises with overconfidence long before
     # accuracy stops improving, so choosing by loss would stop a small-data classifier at its first epochs
-    command = "classify"
-    command_help = "label a text with a classifier run"
     head = "classification head"
-    predict_args = (Arg("text", "the text to label"),)
 
     @classmethod
     def default_config(cls) -> RunConfig:

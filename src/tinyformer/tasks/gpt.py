@@ -28,29 +28,13 @@ from tinyformer.device import check_memory, inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.models.gpt import GPTConfig, MiniGPT, param_breakdown
 from tinyformer.models.gpt2 import config_from_gpt2, import_gpt2
-from tinyformer.tasks.base import Arg, Task, fit_model
+from tinyformer.tasks.base import Task, fit_model
+from tinyformer.tasks.cards import CARDS
 from tinyformer.train import checkpoint as ckpt
-
-SAMPLE_ARGS = (
-    Arg("--prompt", "text to continue (default: the run's sample.prompt)"),
-    Arg("--tokens", "how many new tokens (default 500)", int),
-    Arg("--temperature", "0 = greedy (default 0.8)", float),
-    Arg("--top-k", "keep the k most likely tokens; 0 = off (default 40)", int),
-    Arg("--top-p", "nucleus sampling mass; 1 = off (default 1.0)", float),
-    Arg("--seed", "sampling seed (default 1)", int),
-    Arg("--no-cache", "re-run the whole context every step (the naive path, no KV cache)", None),
-    Arg("--context", "tokens the model sees per step (default: its block size)", int),
-    Arg("--ntk", "RoPE runs: NTK-aware scaling for --context, no retraining", None),
-)
 
 
 class GPTTask(Task):
-    name = "gpt"
-    command = "sample"
-    command_help = "generate text from a language-model run (KV cache, sampling settings, context)"
-    predict_args = SAMPLE_ARGS
-    eval_args = (Arg("--data", "gpt: score this text file instead of the held-out split"),)
-    data_format = "a text file"
+    card = CARDS["gpt"]
     views = ("generate", "attention")
 
     @classmethod

@@ -36,7 +36,8 @@ from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.models.bert import BertConfig, BertForMaskedLM
 from tinyformer.models.hf_bert import load_hf_weights, pretrained_bert
-from tinyformer.tasks.base import Arg, Task, fit_model, panel
+from tinyformer.tasks.base import Task, fit_model, panel
+from tinyformer.tasks.cards import CARDS
 from tinyformer.train import checkpoint as ckpt
 
 EVAL_MASK_SEED = 0  # the held-out split is masked the same way at every evaluation and in every run
@@ -100,14 +101,7 @@ def pretrain_recipe() -> TrainConfig:
 
 
 class MLMTask(Task):
-    name = "mlm"
-    data_format = "a text file"
-    command = "fill"
-    command_help = "a masked-LM run's top fillers for each [MASK] in a text"
-    predict_args = (
-        Arg("text", 'text with one or more [MASK], e.g. "To be or not to [MASK]"'),
-        Arg("--top", "fillers to show per [MASK] (default 5)", int),
-    )
+    card = CARDS["mlm"]
 
     @classmethod
     def default_config(cls) -> RunConfig:

@@ -42,7 +42,8 @@ from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.files import write_text
 from tinyformer.models.token_heads import EncoderHeadConfig, SpanExtractor
-from tinyformer.tasks.base import Arg, fit_model, panel
+from tinyformer.tasks.base import fit_model, panel
+from tinyformer.tasks.cards import CARDS
 from tinyformer.tasks.encoder import EncoderTask, fit_tokenizer, pretrained_config, recipe
 
 TEST_JSON, SPAN_PNG = "test.json", "span.png"
@@ -114,16 +115,9 @@ def first_per_passage(examples: list[QAExample], k: int) -> list[QAExample]:
 
 
 class QATask(EncoderTask):
-    name = "qa"
-    data_format = "SQuAD .json/.jsonl"
+    card = CARDS["qa"]
     select = "error"  # best.safetensors = highest val token F1 (error = 1 - F1)
-    command = "qa"
     head = "span head"
-    command_help = "answer a question from a passage with a QA run"
-    predict_args = (
-        Arg("question", "the question"),
-        Arg("--context", "the passage: a text file, or the text itself"),
-    )
 
     @classmethod
     def default_config(cls) -> RunConfig:

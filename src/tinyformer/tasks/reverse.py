@@ -22,7 +22,8 @@ from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.generate.decoding import beam_search, greedy_decode
 from tinyformer.models.seq2seq import Seq2SeqConfig, build_seq2seq
-from tinyformer.tasks.base import Arg, Task, panel
+from tinyformer.tasks.base import Task, panel
+from tinyformer.tasks.cards import CARDS
 
 
 def seed_recipe_train() -> TrainConfig:
@@ -43,21 +44,13 @@ def seed_recipe_train() -> TrainConfig:
     )
 
 
-SOURCE = Arg("text", 'the input: digits for a reverse run ("7 3 0 9 5"), any text for a seq2seq run')
-BEAM = Arg("--beam", "beam width (default 1 = greedy)", int)
-
-
 def trim(src: torch.Tensor, tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Drop the padding columns that every row of the batch has."""
     return src[:, : int((src != PAD).sum(1).max())], tgt[:, : int((tgt != PAD).sum(1).max())]
 
 
 class ReverseTask(Task):
-    name = "reverse"
-    command = "translate"
-    command_help = "run an encoder-decoder on one input (greedy or beam)"
-    predict_args = (SOURCE, BEAM)  # shared with every task whose verb is translate: one positional name
-    eval_args = (Arg("--n", "reverse: held-out sequences to score (default 1000)", int), BEAM)
+    card = CARDS["reverse"]
 
     @classmethod
     def default_config(cls) -> RunConfig:

@@ -37,8 +37,9 @@ from tinyformer.data.reversal import EOS
 from tinyformer.errors import UserError
 from tinyformer.files import write_text
 from tinyformer.models.seq2seq import Seq2SeqConfig
-from tinyformer.tasks.base import Arg, fit_model
-from tinyformer.tasks.reverse import BEAM, ReverseTask, evaluate_split
+from tinyformer.tasks.base import fit_model
+from tinyformer.tasks.cards import CARDS
+from tinyformer.tasks.reverse import ReverseTask, evaluate_split
 
 SCORES_JSON = "scores.json"
 TRAIN_SCORED = 2000  # at the end, the training split is scored on at most this many pairs (a random sample)
@@ -74,13 +75,7 @@ def recipe() -> TrainConfig:
 
 
 class Seq2SeqTask(ReverseTask):
-    name = "seq2seq"
-    data_format = "a .csv/.tsv/.jsonl table of pairs"
-    data_args = (
-        Arg("--source-col", "seq2seq: the table's source column (data.source_col, default source)"),
-        Arg("--target-col", "seq2seq: the table's target column (data.target_col, default target)"),
-    )
-    eval_args = (BEAM,)
+    card = CARDS["seq2seq"]
 
     @classmethod
     def default_config(cls) -> RunConfig:

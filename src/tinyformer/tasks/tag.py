@@ -40,7 +40,8 @@ from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.files import write_text
 from tinyformer.models.token_heads import EncoderHeadConfig, TokenTagger
-from tinyformer.tasks.base import Arg, fit_model, panel
+from tinyformer.tasks.base import fit_model, panel
+from tinyformer.tasks.cards import CARDS
 from tinyformer.tasks.encoder import EncoderTask, fit_tokenizer, pretrained_config, recipe
 
 TEST_JSON = "test.json"
@@ -74,13 +75,9 @@ def builtin(path: str) -> bool:
 
 
 class TagTask(EncoderTask):
-    name = "tag"
-    data_format = "CoNLL or .jsonl tags"
+    card = CARDS["tag"]
     select = "error"  # best.safetensors = highest val entity F1 (error = 1 - F1)
-    command = "tag"
     head = "tagging head"
-    command_help = "tag every word of a text with a tagging run"
-    predict_args = (Arg("text", "the text to tag"),)
 
     @classmethod
     def default_config(cls) -> RunConfig:

@@ -10,16 +10,14 @@ import json
 from pathlib import Path
 
 from tinyformer.errors import UserError
+from tinyformer.extras import need
 
 METRICS = "metrics.jsonl"
 
 
 def require_tensorboard() -> None:
     """Fail now, on every rank alike, if --tensorboard was asked for without the package."""
-    try:
-        from torch.utils.tensorboard import SummaryWriter  # noqa: F401
-    except ImportError:
-        raise UserError("--tensorboard needs the tensorboard package: pip install tensorboard") from None
+    need("--tensorboard (train.tensorboard)", "tensorboard")
 
 
 class MetricsLog:

