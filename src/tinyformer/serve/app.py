@@ -417,12 +417,14 @@ class BodyLimit:
 
 # ---- running it ---------------------------------------------------------------------------------------------
 def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on host:port (0 = any free port), or one line saying why not."""
+    """A listening socket on host:port (0 = any free port), or one line saying why not. It listens at once, so
+    that a client given the URL before the server's loop starts waits in the backlog instead of being refused."""
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        sock.listen(2048)  # uvicorn's default backlog
     except OSError as e:
         raise UserError(f"cannot listen on {host}:{port}: {e.strerror}; try another --port") from None
     return sock
