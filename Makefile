@@ -2,7 +2,8 @@
 #   make demo   train MiniGPT on Tiny Shakespeare (CPU preset, about 2 minutes) and print a sample
 #   make test   run the whole test suite
 # While you work: make check (every test that trains at most a few steps, about 3 minutes on 2 cores).
-# Both create .venv and install tinyformer into it first (torch's CPU build, then the package).
+# Both create .venv and install tinyformer into it first (torch's CPU build, then the package with the extras
+# the README's commands use: the playground's server and Hugging Face, `.[serve,hf]`).
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -14,22 +15,23 @@ RUN ?= runs/demo
 
 setup: $(VENV)/.dev
 
-# The package and what the main job needs (torch's CPU build first: a bare `torch` would pull a CUDA build).
+# The package and what the README's commands use (torch's CPU build first: a bare `torch` would pull a CUDA
+# build). `pip install tinyformer` alone trains, samples and draws; a feature whose extra is missing says which.
 $(VENV)/.core: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e ".[serve,hf]"
 	touch $@
 
-# What the tests need on top: pytest, ruff, tensorboard, transformers + the offline BERT, playwright.
+# What the tests need on top: pytest, ruff, tensorboard, playwright (the `dev` extra: `all` and those).
 $(VENV)/.dev: $(VENV)/.core
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $@
 
 demo: $(VENV)/.core
 	rm -rf $(RUN)
-	$(BIN)/tinyformer train gpt --config configs/gpt_cpu_quick.toml --out $(RUN)
+	$(BIN)/tinyformer train gpt --config gpt_cpu_quick --out $(RUN)
 	$(BIN)/tinyformer sample $(RUN) --prompt "ROMEO:" --tokens 500 --temperature 0.8 --top-k 40 --seed 1
 
 test: $(VENV)/.dev

@@ -8,7 +8,9 @@ printed twice runs once. What cannot run here is listed with the reason (`SKIP`)
 machine, the set-up commands themselves. Each study made at CI size earlier in the session (`quick_study`) is
 copied in first, so no study trains twice in one suite.
 
-The guide's English and Chinese pages print the same commands; the English ones run.
+The README's commands run with the user's install (`user_install`: the wheel with the extras `make demo`
+installs, in a venv of its own), as a reader who ran `make demo` would run them; the guide's may use the suite's
+full environment. The guide's English and Chinese pages print the same commands; the English ones run.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import needs_play
+from tests.conftest import fresh_copy, needs_play
 from tinyformer.experiments import EXPERIMENTS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,10 +89,12 @@ def sized(argv: list[str], commands: list[tuple[str, str]]) -> list[str]:
     return argv
 
 
-def run(argv: list[str], cwd: Path, env: dict) -> tuple[int, str]:
-    """Run one command in `cwd` -> (exit status, its output). `serve` is started, asked once, then stopped;
-    `chat` gets one line and the end of its input."""
-    python = [sys.executable, "-m", "tinyformer", *argv[1:]]
+def run(argv: list[str], cwd: Path, env: dict, user: Path | None = None) -> tuple[int, str]:
+    """Run one command in `cwd` -> (exit status, its output): with the `tinyformer` of the user's install (bin
+    folder `user`) for a README command, else with the suite's own. `serve` is started, asked once, then
+    stopped; `chat` gets one line and the end of its input."""
+    python = [str(user / "tinyformer")] if user else [sys.executable, "-m", "tinyformer"]
+    python += argv[1:]
     if argv[1] == "serve":
         return serve(python, cwd, env)
     stdin = "To be\n" if argv[1] == "chat" else ""
@@ -113,19 +117,9 @@ def serve(python: list[str], cwd: Path, env: dict) -> tuple[int, str]:
     return p.returncode, line + answered + out + err[-2000:]
 
 
-def fresh_copy(tmp: Path) -> Path:
-    """The project's tracked files, as a fresh clone has them (no runs/, no .venv)."""
-    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    for name in files:
-        if (ROOT / name).is_file():
-            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, tmp / name)
-    return tmp
-
-
 @pytest.mark.slow
 @needs_play
-def test_every_command_of_the_readme_and_the_lab_guide_runs(tmp_path, quick_study, capsys):
+def test_every_command_of_the_readme_and_the_lab_guide_runs(tmp_path, quick_study, user_install, capsys):
     copy = fresh_copy(tmp_path / "clone")
     commands = printed_commands()
     for name in EXPERIMENTS:  # the studies the session made at CI size, where the commands will look for them
@@ -141,7 +135,7 @@ def test_every_command_of_the_readme_and_the_lab_guide_runs(tmp_path, quick_stud
             skips.append(f"{command}  ({why})")
             continue
         argv = sized(shlex.split(command), commands)
-        code, output = run(argv, copy, env)
+        code, output = run(argv, copy, env, user_install if page == "README.md" else None)
         ran += 1
         if code != 0:
             failures.append(f"{page}: {shlex.join(argv)} -> exit {code}\n{output}")
