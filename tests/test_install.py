@@ -174,3 +174,20 @@ def test_a_preset_is_a_file_or_a_shipped_name_and_an_unknown_name_lists_them(tmp
     (tmp_path / "reverse_fast").write_text('task = "gpt"\n')  # a file of that name wins over the preset
     assert load_toml("reverse_fast") == {"task": "gpt"}
     assert "gpt_cpu_quick" in presets() and "reverse" in presets()
+
+
+def test_a_cold_sample_counts_the_model_without_importing_torch_dynamo(trained):
+    """Counting a run's parameters on the meta device before building it used to import torch._dynamo (about a
+    second of a cold `tinyformer sample`, through normal_'s meta kernel); the count is still exact."""
+    code = (
+        "import sys, contextlib, io\n"
+        "from tinyformer.cli import main\n"
+        "from tinyformer.models import count_parameters\n"
+        "from tinyformer.runs import load_run, parameter_count\n"
+        f"with contextlib.redirect_stdout(io.StringIO()):\n    assert main(['sample', {str(trained)!r}, '--tokens', '2']) == 0\n"
+        "assert 'torch._dynamo' not in sys.modules, 'torch._dynamo was imported'\n"
+        f"run = load_run({str(trained)!r})\n"
+        "assert parameter_count(run.task) == count_parameters(run.model) > 0\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]

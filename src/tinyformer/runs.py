@@ -217,8 +217,19 @@ def load_source(where: str) -> Run | Path:
 
 def parameter_count(task: Task) -> int:
     """The parameters `task.build_model()` would make, counted on the meta device (nothing is allocated)."""
-    with torch.device("meta"):
+    with torch.device("meta"), _NoNormalInit():
         return count_parameters(task.build_model())
+
+
+class _NoNormalInit(torch.overrides.TorchFunctionMode):
+    """Leaves `normal_` undone: on the meta device its kernel imports torch._dynamo, a second of a cold
+    `tinyformer sample`, to fill values nobody reads. A function mode holds in this thread only."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in (torch.nn.init.normal_, torch.Tensor.normal_):
+            return args[0] if args else kwargs["tensor"]  # the tensor, its values left as they are
+        return func(*args, **kwargs)
 
 
 def training_bytes(task: Task) -> int:
