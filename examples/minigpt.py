@@ -2,8 +2,8 @@
 
 Shapes: B batch, T positions, D width, H heads, Dh = D / H, V vocabulary.
 It computes the same function as the package's MiniGPT (a test loads the package's weights
-into it and gets the same logits). Where it differs from the course's lab code, a comment
-that starts with "course:" says how and why.
+into it and gets the same logits) and trains the lab's recipe, as `tinyformer train gpt` does.
+Where it differs from the course's lab code, a comment that starts with "course:" says how.
 """
 
 import argparse
@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 
-# package: tinyformer.models.gpt.GPTConfig + config.TrainConfig (configs/gpt_shakespeare.toml)
+# package: models.gpt.GPTConfig + config.TrainConfig (the lab's recipe: tinyformer/course.py)
 @dataclass
 class Config:
     vocab_size: int = 65  # characters in the text (65 in Tiny Shakespeare)
@@ -25,14 +25,13 @@ class Config:
     n_layer: int = 4  # Transformer blocks
     n_head: int = 4  # attention heads per block (n_embd must divide by it)
     n_embd: int = 128  # model width D; the feed-forward is 4 * D wide
-    dropout: float = 0.1  # after each residual branch and on the embeddings
+    dropout: float = 0.1  # after each residual branch; none on the embeddings, as in the lab
     batch_size: int = 32  # sequences per optimizer step
-    lr: float = 3e-4  # AdamW learning rate, constant (no warmup, no decay), as in the course
-    weight_decay: float = 0.01  # course: the same 0.01 (AdamW's default), but on every parameter
-    grad_clip: float = 1.0  # max global gradient norm; course: no clipping
+    lr: float = 3e-4  # AdamW's rate, constant (no warmup, no decay), no clipping, as in the lab
+    weight_decay: float = 0.01  # AdamW's default, on every parameter, as in the lab
     max_iters: int = 3000  # optimizer steps
-    eval_interval: int = 500  # print train/val loss every this many steps, and at the end
-    eval_iters: int = 100  # batches averaged per loss estimate
+    eval_interval: int = 300  # print train/val loss every this many steps (0 too) and at the end
+    eval_iters: int = 1  # batches per loss estimate, one as in the lab
 
 
 # package: tinyformer.data.tinyshakespeare (read_text, TokenSplits) + data.tokenizers.CharTokenizer
@@ -106,21 +105,15 @@ class GPT(nn.Module):
         self.config = c
         self.tok_emb = nn.Embedding(c.vocab_size, c.n_embd)  # (V, D)
         self.pos_emb = nn.Embedding(c.block_size, c.n_embd)  # (T, D)
-        self.drop = nn.Dropout(c.dropout)  # course: no dropout on the embeddings
         self.blocks = nn.Sequential(*(Block(c) for _ in range(c.n_layer)))
         self.ln_f = nn.LayerNorm(c.n_embd)
         self.head = nn.Linear(c.n_embd, c.vocab_size, bias=False)  # untied from tok_emb
-        depth_scaled = 0.02 / (2 * c.n_layer) ** 0.5  # course: 0.02 here too (GPT-2 scales it)
-        for name, p in self.named_parameters():  # N(0, 0.02) matrices, zero biases, LN gains 1
-            if p.dim() == 2:  # the residual projections (proj) get the depth-scaled std
-                nn.init.normal_(p, std=depth_scaled if name.endswith("proj.weight") else 0.02)
-            elif name.endswith("bias"):
-                nn.init.zeros_(p)
+        # no init code, as in the lab: PyTorch's own (N(0, 1) embeddings, kaiming-uniform Linears)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
         """idx (B, T) -> (logits (B, T, V), mean cross-entropy against targets, or None)."""
         pos = torch.arange(idx.size(1), device=idx.device)  # (T,)
-        x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))  # (B, T, D)
+        x = self.tok_emb(idx) + self.pos_emb(pos)  # (B, T, D): no dropout here, as in the lab
         logits = self.head(self.ln_f(self.blocks(x)))  # (B, T, V)
         if targets is None:
             return logits, None
@@ -130,16 +123,15 @@ class GPT(nn.Module):
 # package: tinyformer.train.trainer.Trainer (one step), tasks.gpt.GPTTask (loss, evaluate)
 def train_step(model: GPT, opt: torch.optim.Optimizer, x, y, c: Config) -> float:
     _, loss = model(x, y)
-    loss.backward()
-    nn.utils.clip_grad_norm_(model.parameters(), c.grad_clip)  # course: no clipping
-    opt.step()
     opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
     return loss.item()
 
 
 @torch.no_grad()
 def estimate_loss(model: GPT, data: torch.Tensor, c: Config, seed: int) -> float:
-    model.eval()  # dropout off; the same seeded batches at every call
+    model.eval()  # dropout off; course: a new random batch at every call, here the same one
     g = torch.Generator().manual_seed(seed + 1)
     batches = (get_batch(data, c.block_size, c.batch_size, g) for _ in range(c.eval_iters))
     loss = sum(model(x, y)[1].item() for x, y in batches)
@@ -149,26 +141,24 @@ def estimate_loss(model: GPT, data: torch.Tensor, c: Config, seed: int) -> float
 
 # package: tinyformer.generate.sampling (the package also keeps a KV cache)
 @torch.no_grad()
-def generate(model: GPT, idx, n: int, temperature: float = 0.8, top_k: int = 40, generator=None):
-    """idx (B, T0) -> (B, T0 + n). course: draws from the whole softmax at temperature 1; here
-    temperature 0.8 and the 40 likeliest tokens, the defaults of `tinyformer sample`."""
+def generate(model: GPT, idx, n: int, temperature: float = 1.0, top_k: int = 0, generator=None):
+    """idx (B, T0) -> (B, T0 + n): from the whole softmax at temperature 1, as in the lab; top_k > 0
+    keeps the k likeliest tokens (`tinyformer sample --top-k`)."""
     model.eval()
     for _ in range(n):
         window = idx[:, -model.config.block_size :]  # the last block_size tokens
         logits = model(window)[0][:, -1].float() / temperature  # (B, V): the last position
-        kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, -1:]  # (B, 1)
-        probs = logits.masked_fill(logits < kth, float("-inf")).softmax(-1)  # (B, V)
-        idx = torch.cat([idx, torch.multinomial(probs, 1, generator=generator)], dim=1)
+        if top_k:
+            kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, -1:]  # (B, 1)
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        idx = torch.cat([idx, torch.multinomial(logits.softmax(-1), 1, generator=generator)], dim=1)
     return idx
 
 
 def optimizer(model: GPT, c: Config) -> torch.optim.Optimizer:
-    """package: train.optim.make_optimizer. course: AdamW(model.parameters(), lr=3e-4), which
-    also decays biases and LayerNorm gains; here only the matrices are decayed."""
-    matrices = [q for q in model.parameters() if q.dim() >= 2]
-    vectors = [q for q in model.parameters() if q.dim() < 2]  # biases and LayerNorm gains
-    groups = [{"params": matrices}, {"params": vectors, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=c.lr, weight_decay=c.weight_decay)
+    """package: train.optim.make_optimizer (train.decay_all=true). The lab's line: every parameter
+    decayed, biases and LayerNorm gains too."""
+    return torch.optim.AdamW(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
 
 
 if __name__ == "__main__":  # package: `tinyformer train gpt`, then `tinyformer sample`
@@ -187,14 +177,16 @@ if __name__ == "__main__":  # package: `tinyformer train gpt`, then `tinyformer 
     print(f"vocabulary {len(chars)}, {n_params:,} parameters, {a.steps} steps")
     opt = optimizer(model, c)
     shown = time.monotonic()
-    for step in range(1, c.max_iters + 1):
-        loss = train_step(model, opt, *get_batch(splits["train"], c.block_size, c.batch_size, g), c)
+    for step in range(c.max_iters + 1):  # step = updates done so far
         if step % c.eval_interval == 0 or step == c.max_iters:
             train, val = (estimate_loss(model, splits[s], c, a.seed) for s in ("train", "val"))
             print(f"step {step}: train loss {train:.4f}, val loss {val:.4f}", flush=True)
             shown = time.monotonic()
-        elif time.monotonic() - shown >= 10:  # a sign of life at least every 10 s, even in a log
-            print(f"step {step}: batch loss {loss:.4f}", flush=True)
+        if step == c.max_iters:
+            break
+        loss = train_step(model, opt, *get_batch(splits["train"], c.block_size, c.batch_size, g), c)
+        if time.monotonic() - shown >= 10:  # a sign of life at least every 10 s, even in a log
+            print(f"step {step + 1}: batch loss {loss:.4f}", flush=True)
             shown = time.monotonic()
     prompt = torch.zeros((1, 1), dtype=torch.long, device=a.device)  # id 0: the newline
     out = generate(model, prompt, 500, generator=torch.Generator(a.device).manual_seed(1))

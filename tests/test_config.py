@@ -112,9 +112,25 @@ def test_migrate_reads_a_config_written_before_the_rename():
     assert (c.model.block_size, c.data.seq_len) == (64, 48)
 
 
+def test_a_run_folder_written_before_a_key_was_added_keeps_what_it_trained_with():
+    """The default recipes are the course's now; a folder saved before `model.init` (and the other keys that
+    hold the course's choices) existed was trained with tinyformer's old behaviour, and reads back as such."""
+    from tinyformer.tasks import ReverseTask
+
+    old = {"task": "gpt", "model": {"n_layer": 2, "dropout": 0.1}, "train": {"weight_decay": 0.1}}
+    c = cfg.resolve(GPTTask.default_config(), [cfg.migrate(old, GPTTask.default_config())], [])
+    assert (c.model.init, c.model.embedding_dropout, c.train.decay_all) == ("gpt2", True, False)
+    fresh = cfg.to_dict(GPTTask.default_config())  # a folder written today has every key: nothing is added
+    assert cfg.migrate(fresh, GPTTask.default_config()) == fresh
+    assert (GPTTask.default_config().model.init, GPTTask.default_config().train.decay_all) == ("default", True)
+    old = {"task": "reverse", "model": {"n_embd": 64}, "data": {"n_train": 100}}
+    c = cfg.resolve(ReverseTask.default_config(), [cfg.migrate(old, ReverseTask.default_config())], [])
+    assert (c.model.share_embeddings, c.data.sampling) == (True, "random")
+
+
 def test_a_preset_of_another_task_is_named_as_such():
     from pathlib import Path
 
-    preset = cfg.load_toml(Path(__file__).resolve().parents[1] / "configs" / "reverse.toml")
+    preset = cfg.load_toml(Path(__file__).resolve().parents[1] / "configs" / "reverse_fast.toml")
     with pytest.raises(UserError, match="the config is a 'reverse' preset; use it with `tinyformer train reverse`"):
         cfg.resolve(GPTTask.default_config(), [preset], [])

@@ -1,5 +1,5 @@
-"""No number changes: the first 50 training steps of a tiny seeded gpt run and a tiny
-reverse run, recorded before the task-contract refactor, must come out the same (loss to 1e-6).
+"""No number changes: the first 50 training steps of a tiny seeded gpt run and a tiny reverse run on the
+course's recipes (regenerated when the default recipes became the course's) must come out the same (loss to 1e-6).
 
 Regenerate only when a change is *meant* to alter the numbers:
     TINYFORMER_REGEN_GOLDEN=1 python -m pytest tests/test_golden.py

@@ -173,7 +173,7 @@ def test_a_preset_is_a_file_or_a_shipped_name_and_an_unknown_name_lists_them(tmp
         load_toml("revers")
     (tmp_path / "reverse_fast").write_text('task = "gpt"\n')  # a file of that name wins over the preset
     assert load_toml("reverse_fast") == {"task": "gpt"}
-    assert "gpt_cpu_quick" in presets() and "reverse" in presets()
+    assert "gpt_cpu_quick" in presets() and "reverse_fast" in presets()
 
 
 def test_a_cold_sample_counts_the_model_without_importing_torch_dynamo(trained):

@@ -42,6 +42,10 @@ RENAMED = {  # section -> {old key: new key}
     "data": {"max_len": "seq_len"},  # classify's tokens per text (reverse keeps data.max_len: digits)
     "train": {"eval_every": "eval_interval"},
 }
+ADDED = {  # task -> {key added later whose default recipe differs: what a run folder written before it trained with}
+    "gpt": {"model.embedding_dropout": True, "model.init": "gpt2", "train.decay_all": False},
+    "reverse": {"model.share_embeddings": True, "data.sampling": "random"},
+}
 NOT_KEYS = {  # names users bring from other tools that have no one-to-one key here -> what to set instead
     "train.epochs": "training is counted in optimizer steps, not epochs: set train.max_iters",
 }
@@ -76,12 +80,13 @@ class TrainConfig:
     schedule: str = "constant"  # "constant", "cosine" (warmup, cosine decay) or "noam" (warmup, 1/sqrt(step))
     warmup_iters: int = 0  # linear warmup steps (both schedules)
     min_lr: float = 0.0  # floor of the cosine decay
-    weight_decay: float = 0.01  # AdamW decay, applied to matrices only
+    weight_decay: float = 0.01  # AdamW decay, applied to matrices only ...
+    decay_all: bool = False  # ... or to every parameter, biases and norms too (AdamW's default; the lab's)
     beta1: float = 0.9  # AdamW first-moment decay
     beta2: float = 0.999  # AdamW second-moment decay
     eps: float = 1e-8  # AdamW denominator epsilon
     grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
-    eval_interval: int = 500  # evaluate every this many steps (and at the end)
+    eval_interval: int = 500  # evaluate every this many steps (step 0 of a new run too, and at the end)
     eval_iters: int = 100  # batches averaged per evaluation
     log_interval: int = 10  # steps between train-loss records in metrics.jsonl
     seed: int = 1337  # seeds model init, batches and dropout
@@ -267,8 +272,9 @@ def merge(base: dict, updates: dict, where: str = "") -> dict:
 
 
 def migrate(saved: dict, defaults: RunConfig) -> dict:
-    """A run folder's config.json written before a key was renamed -> the same config in today's names."""
-    out = dict(saved)
+    """A run folder's config.json written before a key was renamed or added -> the same config in today's names,
+    with the value it trained with for each key added since (`ADDED`: not today's default recipe's)."""
+    out, added = dict(saved), ADDED.get(defaults.task, {})
     for section, renames in RENAMED.items():
         values, fields = out.get(section), to_dict(defaults).get(section, {})
         if not isinstance(values, dict):
@@ -277,6 +283,9 @@ def migrate(saved: dict, defaults: RunConfig) -> dict:
         for old, new in renames.items():
             if old in values and old not in fields and new in fields and new not in values:
                 values[new] = values.pop(old)
+        for key, before in added.items():
+            if key.startswith(f"{section}.") and key.split(".")[1] not in values:
+                values[key.split(".")[1]] = before
         out[section] = values
     return out
 

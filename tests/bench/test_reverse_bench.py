@@ -21,7 +21,7 @@ def test_both_sides_see_the_same_pairs():
 
 def test_a_preset_that_changes_the_held_out_pairs_is_refused(tmp_path):
     preset = tmp_path / "other.toml"
-    preset.write_text('task = "reverse"\n[data]\nn_val = 500\nn_train = 40000\n')
+    preset.write_text('task = "reverse"\n[data]\nn_val = 700\nn_train = 40000\n')
     with pytest.raises(UserError, match="changes data.n_val"):
         reverse.configs(str(preset))
 
@@ -66,8 +66,9 @@ def test_bad_options_are_one_line(capsys, args, words):
     assert words in refused(capsys, "bench", "reverse", *args)
 
 
-def test_config_is_for_bench_reverse_only(capsys):
-    assert "--config is read by bench reverse" in refused(capsys, "bench", "train", "--config", "x.toml")
+def test_config_is_for_bench_train_and_reverse_only(capsys):
+    words = "--config is read by bench train, reverse, all, not by bench attention"
+    assert words in refused(capsys, "bench", "attention", "--config", "x.toml")
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ def digits_of(row: torch.Tensor) -> list[int]:
 
 def test_targets_are_the_reversed_sources():
     src, tgt = make_split(500, 3, 12, seed=0)
-    assert src.shape == (500, 13) and tgt.shape == (500, 14)
+    assert src.shape == (500, 14) and tgt.shape == (500, 14)  # the chapter's SEQ_LEN = MAX_LEN + 2 for both
     for s, t in zip(src, tgt, strict=True):
         n = int((s >= 3).sum())
         assert 3 <= n <= 12
@@ -30,9 +30,25 @@ def test_sort_variant_and_seeds():
     assert set(lengths.tolist()) == set(range(3, 13))  # every length occurs
 
 
+def test_the_pairs_are_the_chapters_make_dataset():
+    """Chapter 20 draws numpy's default_rng(seed): per pair a length in [3, 12], then that many digits. Its
+    printed example is the layout; its seed-0 stream gives the first training pairs below, and the first k
+    held-out pairs do not depend on how many are drawn (the chapter scores the first 500 of 1,000)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    src, tgt = make_split(3, 3, 12, seed=0)
+    for s, t in zip(src.tolist(), tgt.tolist(), strict=True):
+        length = int(rng.integers(3, 13))
+        digits = (rng.integers(0, 10, length) + 3).tolist()
+        assert s == [*digits, EOS] + [PAD] * (13 - length)
+        assert t == [BOS, *digits[::-1], EOS] + [PAD] * (12 - length)
+    assert torch.equal(make_split(500, 3, 12, seed=1)[0], make_split(1000, 3, 12, seed=1)[0][:500])
+
+
 def test_wider_split_for_length_extrapolation():
     src, tgt = make_split(100, 13, 20, seed=0, width=20)
-    assert src.shape == (100, 21) and int((src >= 3).sum(1).min()) >= 13
+    assert src.shape == (100, 22) and int((src >= 3).sum(1).min()) >= 13
 
 
 def test_tokenizer_round_trip_and_user_errors():

@@ -257,7 +257,7 @@ def sources(n: int, seed: int) -> list[torch.Tensor]:
 
 
 CACHE_MODELS = {  # name -> (config changes, logit biases, trained a few steps)
-    "pre-norm": ({}, {EOS: 0.5, PAD: 0.5}, False),  # PAD raised too: beams carry padding, tgt_valid must move
+    "pre-norm": ({}, {EOS: 0.8, PAD: 0.5}, False),  # PAD raised too: beams carry padding, tgt_valid must move
     "post-norm": ({"norm_first": False}, {EOS: 0.5}, False),
     "relu-unscaled": ({"ffn": "relu", "scale_embeddings": False}, {EOS: 0.5}, False),
     "trained-ish": ({}, {}, True),

@@ -136,8 +136,8 @@ def test_sdpa_and_manual_backends_agree():
 def test_embedding_init_scale_and_fixed_positions():
     model = build_seq2seq(Seq2SeqConfig(dropout=0.0))  # the seed sizes: D = 128
     w = model.embed.tok.weight
-    assert abs(w.std().item() - 128**-0.5) < 0.05 * 128**-0.5
-    assert abs(build_seq2seq(Seq2SeqConfig(embedding_init="default")).embed.tok.weight.std().item() - 1) < 0.05
+    assert abs(w[1:].std().item() - 128**-0.5) < 0.05 * 128**-0.5 and not w[0].any()  # PAD's row: zero
+    assert abs(build_seq2seq(Seq2SeqConfig(embedding_init="default")).embed.tok.weight[1:].std().item() - 1) < 0.05
     ids = torch.tensor([[1, 5, 7, 0, 12]])
     pe = model.embed(ids)[0] - w[ids[0]] * math.sqrt(128)  # what was added to the scaled token vectors
     p, i = torch.arange(5)[:, None], torch.arange(64)[None, :]
@@ -240,9 +240,9 @@ def test_default_init_keeps_pytorchs_kaiming_uniform_for_every_linear():
         assert 0.9 * bound < m.bias.abs().max().item() <= bound  # not zeroed
     qkv = build_seq2seq(Seq2SeqConfig()).encoder.blocks[0].attn.qkv.weight  # Xavier per projection: sqrt(3 / D)
     assert qkv.abs().max().item() > 1.6 / math.sqrt(128)
-    assert abs(model.embed.tok.weight.std().item() - 128**-0.5) < 0.05 * 128**-0.5  # embeddings: their own switch
+    assert abs(model.embed.tok.weight[1:].std().item() - 128**-0.5) < 0.05 * 128**-0.5  # embeddings: own switch
     both = build_seq2seq(Seq2SeqConfig(init="default", embedding_init="default")).embed.tok.weight
-    assert abs(both.std().item() - 1) < 0.05
+    assert abs(both[1:].std().item() - 1) < 0.05
 
 
 def test_relu_feed_forward_is_the_papers_max_zero_mlp():
@@ -336,3 +336,29 @@ def test_a_reordered_cache_continues_each_row_from_its_new_parent():
     assert not torch.allclose(step, model.decode(tgt, enc.memory, enc.src_valid).logits[:, 4:], atol=1e-4)
     with pytest.raises(ValueError, match=r"index \(2,\) must have one entry per cache row, \(3,\)"):
         cache.reorder(torch.tensor([0, 1]))
+
+
+def test_the_chapters_two_embeddings_one_per_stack_with_a_zero_padding_row():
+    """share_embeddings=False: the encoder and the decoder each embed with their own table (the chapter's
+    TokenAndPosition per stack): 13 x 128 more parameters, and the decoder's output moves with its own table
+    only. The padding row of each is zero and stays zero through training (padding_idx: no gradient)."""
+    torch.manual_seed(0)
+    shared, apart = build_seq2seq(Seq2SeqConfig(dropout=0.0)), build_seq2seq(Seq2SeqConfig(share_embeddings=False))
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(apart) - count(shared) == 13 * 128 and apart.tgt_embed is not None and shared.tgt_embed is None
+    apart.eval()
+    src, tgt = batch()
+    before = apart(src, tgt).logits
+    with torch.no_grad():
+        apart.tgt_embed.tok.weight[3:] += 1.0  # the decoder's digits only
+    assert not torch.allclose(before, apart(src, tgt).logits)
+    enc = apart.encode(src).memory
+    with torch.no_grad():
+        apart.tgt_embed.tok.weight[3:] += 1.0
+    torch.testing.assert_close(apart.encode(src).memory, enc)  # the encoder never reads the decoder's table
+    apart.train()
+    tgt[0, 6:] = PAD  # padding in both inputs: its rows would move if they took gradients
+    opt = torch.optim.SGD(apart.parameters(), lr=1.0)
+    apart(src, tgt[:, :-1], tgt[:, 1:]).loss.backward()
+    opt.step()
+    assert not apart.embed.tok.weight[0].any() and not apart.tgt_embed.tok.weight[0].any()

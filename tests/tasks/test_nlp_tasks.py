@@ -40,7 +40,7 @@ def test_mlm_run_folder_has_a_huggingface_tokenizer_and_scores(mlm_run):
 
     assert Tokenizer.from_file(str(mlm_run / "tokenizer.json")).token_to_id("[MASK]") == 4
     val = [json.loads(x) for x in (mlm_run / "metrics.jsonl").read_text().splitlines() if '"val"' in x]
-    assert len(val) == 2 and all(0.0 <= r["masked_acc"] <= 1.0 for r in val)
+    assert [r["step"] for r in val] == [0, 3, 6] and all(0.0 <= r["masked_acc"] <= 1.0 for r in val)
     for r in val:
         assert r["perplexity"] == pytest.approx(2.718281828 ** r["loss"], rel=1e-6)
 
@@ -158,8 +158,9 @@ def test_finish_scores_the_best_validation_weights(tmp_path, monkeypatch):
 
     from tinyformer.tasks.classify import ClassifyTask
 
-    # evaluations at steps 4, 8, 12: the lowest error rate is step 8's, the lowest loss step 4's, neither the last
-    seen, evals = {}, iter([(1.0, 0.5), (1.5, 0.25), (2.0, 0.75)])
+    # evaluations at steps 0, 4, 8, 12: the lowest error rate is step 8's (step 0's untrained weights never count),
+    # the lowest loss step 4's, neither the last
+    seen, evals = {}, iter([(0.1, 0.1), (1.0, 0.5), (1.5, 0.25), (2.0, 0.75)])
     finish = ClassifyTask.finish
     monkeypatch.setattr(ClassifyTask, "finish", lambda self, m, d: seen.update(m.state_dict()) or finish(self, m, d))
     monkeypatch.setattr(ClassifyTask, "evaluate", lambda *a: dict(zip(("loss", "error"), next(evals), strict=True)))

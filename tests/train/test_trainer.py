@@ -118,7 +118,7 @@ def test_gradient_accumulation_matches_a_larger_batch(text_file, tmp_path):
 class ScriptedVal(GPTTask):
     """Validation losses follow a script, to check which weights become best.safetensors."""
 
-    script = [3.0, 1.0, 2.0]
+    script = [0.5, 3.0, 1.0, 2.0]  # step 0 first: lowest, yet untrained weights are never the best
 
     def evaluate(self, model):
         self.snapshots = getattr(self, "snapshots", []) + [{k: v.clone() for k, v in model.state_dict().items()}]
@@ -126,19 +126,19 @@ class ScriptedVal(GPTTask):
 
 
 def test_best_checkpoint_is_kept_apart_from_the_latest(text_file, tmp_path):
-    cfg = tiny_run_config(text_file)  # 12 steps, evaluations at 4, 8, 12
+    cfg = tiny_run_config(text_file)  # 12 steps, evaluations at 0, 4, 8, 12
     seed_everything(cfg.train.seed)
     task = ScriptedVal.prepare(cfg)
     t = Trainer(task.build_model(), task, cfg.train, tmp_path, progress=False)
     assert t.fit().best_val == 1.0
     best = task.build_model()
     ckpt.load_weights(best, tmp_path / ckpt.BEST)
-    assert all(torch.equal(best.state_dict()[k], task.snapshots[1][k]) for k in task.snapshots[1])
+    assert all(torch.equal(best.state_dict()[k], task.snapshots[2][k]) for k in task.snapshots[2])
     latest = task.build_model()
     ckpt.load_weights(latest, tmp_path / ckpt.WEIGHTS)
-    assert all(torch.equal(latest.state_dict()[k], task.snapshots[2][k]) for k in task.snapshots[2])
+    assert all(torch.equal(latest.state_dict()[k], task.snapshots[3][k]) for k in task.snapshots[3])
     rows = [json.loads(line) for line in (tmp_path / ckpt.METRICS).read_text().splitlines()]
-    assert [r["loss"] for r in rows if r["split"] == "val"] == [3.0, 1.0, 2.0]
+    assert [(r["step"], r["loss"]) for r in rows if r["split"] == "val"] == [(0, 0.5), (4, 3.0), (8, 1.0), (12, 2.0)]
     assert [r["step"] for r in rows if r["split"] == "train"] == [2, 4, 6, 8, 10, 12]
 
 
@@ -152,7 +152,7 @@ def test_tensorboard_events_hold_the_logged_metrics(text_file, tmp_path):
     tb = [(e.step, e.value) for e in acc.Scalars("val/loss")]
     rows = [json.loads(line) for line in (tmp_path / ckpt.METRICS).read_text().splitlines()]
     logged = [(r["step"], r["loss"]) for r in rows if r["split"] == "val"]
-    assert [s for s, _ in tb] == [s for s, _ in logged] == [4, 8, 12]
+    assert [s for s, _ in tb] == [s for s, _ in logged] == [0, 4, 8, 12]
     assert all(abs(a[1] - b[1]) < 1e-6 for a, b in zip(tb, logged))
     assert "train/lr" in acc.Tags()["scalars"]
 

@@ -25,7 +25,7 @@ class Benchmark:
 def _train(a: Namespace) -> dict:
     from tinyformer.bench.train import run_benchmark
 
-    return {"train": run_benchmark(a.iters or 40, a.repeats, a.data, a.precision or "auto", a.device)}
+    return {"train": run_benchmark(a.iters or 40, a.repeats, a.data, a.precision, a.device, a.config)}
 
 
 def _reverse(a: Namespace) -> dict:
@@ -81,7 +81,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "train": Benchmark(
         "training tokens/s at equal steps (the losses printed beside), peak memory and MFU vs the course lab's MiniGPT",
         _train,
-        ("iters", "precision", "data"),
+        ("iters", "precision", "data", "config"),
     ),
     "reverse": Benchmark(
         "time to exact match >= 0.99 and per epoch on reversal vs the course's encoder-decoder",
@@ -117,6 +117,6 @@ BENCHMARKS: dict[str, Benchmark] = {
     "all": Benchmark(
         "train + attention",
         lambda a: _train(a) | _attention(a),
-        ("iters", "precision", "data", "lengths"),
+        ("iters", "precision", "data", "lengths", "config"),
     ),
 }

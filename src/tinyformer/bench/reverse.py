@@ -1,18 +1,19 @@
 """Digit reversal, side by side: time to greedy exact match >= 0.99 and time per epoch, tinyformer vs the
 course's chapter-20 encoder-decoder (`tinyformer.bench.reference.ChapterSeq2Seq`).
 
-Both train on the same pairs and are scored on the same held-out pairs (`ReverseTask.prepare`). The
-reference runs the chapter's loop: a shuffled DataLoader of full-length padded pairs, Adam with the Noam
-LambdaLR, greedy exact match after every epoch. Ours runs as `tinyformer train reverse` does: the Trainer
-on the recipe (or `--config`), evaluating at its own `eval_interval` and writing its checkpoints there.
+Both train on the chapter's pairs and are scored on its first 500 held-out pairs. The reference runs the
+chapter's `main()` (`tinyformer.bench.reference`): a shuffled DataLoader of full-length padded pairs, Adam
+with the Noam LambdaLR, greedy exact match after every epoch. Ours runs as `tinyformer train reverse` does:
+the Trainer on the chapter's recipe (or `--config`), evaluating at its own `eval_interval` and writing its
+checkpoints there.
 Each side stops at exact match >= 0.99 or after `max_epochs`. Per side: the training time of each whole
 epoch (evaluation excluded), and the time to the target = training + evaluation time up to the first
 evaluation that reaches it (ours' checkpoint writes excluded; the wall time including them is kept too).
 The two alternate, each in a fresh process; ratios are medians of the per-pair ratios. Where the CPU
-multiplies bf16 natively, a third side runs the chapter's loop with one line added, `torch.autocast` in
-bf16 around its training step and its greedy evaluation ("reference+bf16").
+multiplies bf16 natively, a third side runs the chapter's loop with its autocast line on: bf16 around the
+forward and the loss, as the chapter runs on a GPU ("reference+bf16").
 
-    tinyformer bench reverse [--repeats 3] [--max-epochs 15] [--config configs/reverse.toml]
+    tinyformer bench reverse [--repeats 3] [--max-epochs 15] [--config reverse_fast]
     python -m tinyformer.bench.reverse --impl reference --max-epochs 15   # one worker: one JSON line
 """
 
@@ -50,7 +51,7 @@ def configs(path: str | None = None, precision: str | None = None, n_train: int 
     if precision:
         ours.train.precision = precision
     ref = cfg.resolve(ReverseTask.default_config(), [], shared)
-    held_out = {k: v for k, v in cfg.to_dict(ref.data).items() if k != "n_train"}
+    held_out = {k: v for k, v in cfg.to_dict(ref.data).items() if k not in ("n_train", "sampling")}
     changed = [f"data.{k}" for k, v in held_out.items() if getattr(ours.data, k) != v]
     if changed:
         raise UserError(f"{path} changes {', '.join(changed)}: bench reverse scores both on the same held-out pairs")
@@ -111,35 +112,34 @@ class Record:
 
 
 def _reference(config, max_epochs: int, bf16: bool = False) -> dict:
-    """The chapter's loop: an epoch over the DataLoader, then greedy exact match on the held-out pairs;
-    `bf16`: the loop under one `torch.autocast` line, as a learner would add it."""
+    """The chapter's `main()`: `torch.manual_seed(0)`, its pairs, model and optimizer, an epoch over the
+    DataLoader, then greedy exact match on the first 500 held-out pairs; `bf16`: its one autocast line on (the
+    chapter turns it on on CUDA; here, on a CPU that multiplies bf16 natively)."""
     from tinyformer.bench import reference as ch
-    from tinyformer.tasks import ReverseTask
 
-    torch.manual_seed(config.train.seed)
-    task = ReverseTask.prepare(config)  # the pairs tinyformer trains and is scored on
-    m, c = config.model, config.train
-    layers = (m.n_encoder_layers, m.n_decoder_layers)
-    model = ch.ChapterSeq2Seq(m.vocab_size, m.n_embd, m.n_head, m.d_ff, layers, m.dropout)
-    opt, schedule = ch.chapter_optimizer(model, m.n_embd, c.warmup_iters)
-    loader = ch.chapter_loader(*task.train, batch_size=c.batch_size)
+    cpu = torch.device("cpu")
+    torch.manual_seed(0)
+    src_train, tgt_train = ch.chapter_pairs(config.data.n_train, seed=0)
+    src_val, tgt_val = ch.chapter_pairs(config.data.n_val, seed=1)  # the first n of the chapter's 1,000
+    loader = ch.chapter_loader(src_train, tgt_train, batch_size=64)
+    model = ch.ChapterSeq2Seq()
+    opt, schedule = ch.chapter_optimizer(model, d=128, warmup=1000)
     record, epochs, train_s = Record("reference+bf16" if bf16 else "reference", len(loader)), [], 0.0
     for epoch in range(1, max_epochs + 1):
         model.train()
         t0 = time.perf_counter()
         for src, tgt in loader:
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            with ch.chapter_autocast(cpu, bf16):
                 loss = ch.chapter_loss(model, src, tgt)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                schedule.step()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            schedule.step()
+        loss.item()  # the chapter prints the last batch's loss: inside the timed epoch, as ours reads its losses
         epochs.append(time.perf_counter() - t0)
         train_s += epochs[-1]
-        model.eval()
         t0 = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            exact = ch.greedy_exact_match(model, *task.val)
+        exact = ch.greedy_exact_match(model, src_val[: ch.N_SCORED], tgt_val[: ch.N_SCORED])
         if record.add(epoch * len(loader), train_s, time.perf_counter() - t0, exact):
             break
     return record.result(epochs, "bf16" if bf16 else "fp32")
@@ -201,7 +201,7 @@ def _print_header(ours, ref, path: str | None, max_epochs: int, repeats: int) ->
         f"length, Adam + Noam warmup {ref.train.warmup_iters}, greedy decoding without a KV cache after every epoch"
     )
     print(
-        f"tinyformer: `tinyformer train reverse` ({path or 'the recipe of configs/reverse.toml'}) through its "
+        f"tinyformer: `tinyformer train reverse` ({path or 'chapter 20 recipe'}) through its "
         f"Trainer in {describe_precision(torch.device('cpu'), c.precision)}, batch {c.batch_size}, evaluating "
         f"every {c.eval_interval} steps"
     )
@@ -258,7 +258,7 @@ def run_reverse_benchmark(
         for _ in tqdm(range(repeats), desc="bench reverse", unit="pair")
     ]
     _print_pairs(rows, refs)
-    figures = {"reference": REFERENCE, "config": path or "configs/reverse.toml", "pairs": rows}
+    figures = {"reference": REFERENCE, "config": path or "the chapter's recipe", "pairs": rows}
     print()
     for r in refs:
         per_epoch, to_target = _median_ratio(rows, "epoch_s", r), _median_ratio(rows, "to_target_s", r)
@@ -283,7 +283,7 @@ def _main() -> None:
     p = argparse.ArgumentParser(description="one side of `tinyformer bench reverse`, trained in this process")
     p.add_argument("--impl", choices=IMPLS, required=True)
     p.add_argument("--max-epochs", type=int, default=15)
-    p.add_argument("--config", help="ours: a reverse preset (default: the recipe of configs/reverse.toml)")
+    p.add_argument("--config", help="ours: a reverse preset (default: the chapter's recipe)")
     p.add_argument("--precision", choices=PRECISIONS, help="ours: train.precision (default: the config's)")
     p.add_argument("--n-train", type=int, default=0, help=argparse.SUPPRESS)  # tests: fewer pairs for both
     p.add_argument("--n-val", type=int, default=0, help=argparse.SUPPRESS)

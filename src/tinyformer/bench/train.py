@@ -1,21 +1,17 @@
-"""Training throughput of the seed recipe: tinyformer's Trainer vs the course lab's MiniGPT.
+"""Training throughput of the lab's recipe (or a preset): tinyformer's Trainer vs the course lab's MiniGPT.
 
-The reference is the lab's own model and loop (`tinyformer.bench.reference.LabGPT`,
-AdamW with its defaults, fp32), fed the same batches from the same seed. Where the
-device multiplies bf16 natively, a second reference runs the same code with the one
-line a learner would add, `torch.autocast(..., dtype=torch.bfloat16)` around forward,
-backward and step ("reference+bf16"): on such machines the ratio against it is the
-headline, beside the fp32 one.
-Each measurement runs in a fresh process (so its peak RSS is its own), and the
-two implementations alternate (reference, tinyformer, reference, ...) so that
-noise on a shared machine hits both alike. Per measurement: the median step
-time over `iters` steps after `warmup` untimed ones -> tokens per second, and
-the mean train loss of the last timed steps, which shows that the two did
-comparable work ("at equal loss"). Reported: per-pair ratios and their median,
-peak RSS and MFU. `--precision` applies to tinyformer (`train.precision`); the
-lab's model runs in fp32, as the lab writes it (and in bf16 autocast as "reference+bf16").
+The reference is the lab's own model and loop (`tinyformer.bench.reference.LabGPT`, AdamW with its defaults,
+fp32, as the lab runs on a CPU), fed the same batches from the same seed, at the recipe's sizes. Like is
+timed with like: tinyformer in fp32 against it, and where the device multiplies bf16 natively, both again in
+bf16, the reference with the course's one autocast line around its forward and loss ("reference+bf16"),
+tinyformer with `train.precision=bf16` ("tinyformer+bf16").
+Each measurement runs in a fresh process (so its peak RSS is its own), and the implementations alternate
+(reference, tinyformer, ...) so that noise on a shared machine hits both alike. Per measurement: the median
+step time over `iters` steps after `warmup` untimed ones -> tokens per second, and the mean train loss of the
+last timed steps, which shows that the two did comparable work ("at equal loss"). Reported: per-pair ratios
+and their median, peak RSS and MFU. `--precision` sets tinyformer's fp32 side to another precision.
 
-    tinyformer bench train [--iters 40] [--repeats 3] [--precision auto]
+    tinyformer bench train [--iters 40] [--repeats 3] [--config gpt_cpu_quick] [--precision fp32]
     python -m tinyformer.bench.train --impl tinyformer --iters 40   # one worker
 """
 
@@ -33,20 +29,25 @@ from pathlib import Path
 
 import torch
 
-IMPLS = ("reference", "reference+bf16", "tinyformer", "tinyformer+ckpt")  # +ckpt: model.grad_checkpoint=true
+# +ckpt: model.grad_checkpoint=true; the +bf16 sides only where the device multiplies bf16 natively
+IMPLS = ("reference", "tinyformer", "reference+bf16", "tinyformer+bf16", "tinyformer+ckpt")
+PAIRS = (("tinyformer", "reference"), ("tinyformer+bf16", "reference+bf16"))  # (ours, the reference it is timed by)
 WARMUP = 5
 LOSS_WINDOW = 10  # the last timed steps whose mean train loss is reported
 REFERENCE = "the course lab's MiniGPT (fp32)"
-REFERENCE_BF16 = "the same code with one line, torch.autocast(dtype=torch.bfloat16), around forward, backward, step"
+REFERENCE_BF16 = (
+    "the same code with the course's one line, torch.autocast(dtype=torch.bfloat16), around forward and loss"
+)
 
 
-def _seed_recipe(precision: str = "auto", data: str | None = None, device: str = "cpu"):
+def _seed_recipe(precision: str | None = None, data: str | None = None, device: str = "cpu", path: str | None = None):
+    """The lab's recipe, or the preset at `path`; `precision` (None: the recipe's) is tinyformer's."""
     from tinyformer import config as cfg
     from tinyformer.tasks import GPTTask
 
-    config = cfg.resolve(GPTTask.default_config(), [], [])
+    config = cfg.resolve(GPTTask.default_config(), [cfg.load_toml(path)] if path else [], [])
     config.train.device = device  # the reference, ours and the matmul peak all run here: like with like
-    config.train.precision = precision
+    config.train.precision = precision or config.train.precision
     config.data.path = data or ""
     return config
 
@@ -70,7 +71,8 @@ def _measure_tinyformer(config, iters: int) -> tuple[list[float], list[float], s
 
 def _measure_reference(config, iters: int, bf16: bool = False) -> tuple[list[float], list[float]]:
     """-> (seconds, train loss) of each timed step of the lab's loop, on the Trainer's batches; `bf16`: the
-    loop's body under one `torch.autocast` line, as a learner would add it."""
+    forward and the loss under the chapter's one `torch.autocast` line, as a learner would add it. The loss is
+    read (`.item()`, a device sync on a GPU) inside the step's time, as the Trainer reads it."""
     from tinyformer.bench.reference import LabGPT, lab_optimizer
     from tinyformer.tasks import GPTTask
 
@@ -86,20 +88,23 @@ def _measure_reference(config, iters: int, bf16: bool = False) -> tuple[list[flo
         t0 = time.perf_counter()
         x, y = (t.to(device) for t in task.train_batch(c.batch_size, g))
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            loss = model(x, y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-        times.append(time.perf_counter() - t0)
+            _, loss = model(x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
         losses.append(loss.item())
+        times.append(time.perf_counter() - t0)
     return times[WARMUP:], losses[WARMUP:]
 
 
-def worker(impl: str, iters: int, data: str | None, precision: str = "auto", device: str = "cpu") -> dict:
+def worker(
+    impl: str, iters: int, data: str | None, precision: str | None = None, device: str = "cpu", path: str | None = None
+) -> dict:
     """One measurement in this process -> {"impl", "tokens_per_s", "loss", "precision", "peak_rss_mb", "attention"}."""
     from tinyformer.device import resolve_precision
 
-    config = _seed_recipe(precision, data, device)
+    ours = "bf16" if impl == "tinyformer+bf16" else precision or "fp32"
+    config = _seed_recipe(ours, data, device, path)
     config.model.grad_checkpoint = impl == "tinyformer+ckpt"
     attention = None
     if impl.startswith("reference"):
@@ -113,7 +118,7 @@ def worker(impl: str, iters: int, data: str | None, precision: str = "auto", dev
         "tokens_per_s": tokens / statistics.median(times),
         "loss": statistics.fmean(losses[-LOSS_WINDOW:]),
         "precision": {"reference": "fp32", "reference+bf16": "bf16"}.get(impl)
-        or resolve_precision(torch.device(device), precision),
+        or resolve_precision(torch.device(device), ours),
         "peak_rss_mb": rss_mb,
         "attention": attention,  # tinyformer: the backend model.backend=auto took, with its measured rates
     }
@@ -138,9 +143,10 @@ def run_worker(module: str, args: list[str], echo: bool = False) -> dict:
         return json.loads(out.read().strip().splitlines()[-1])
 
 
-def _spawn(impl: str, iters: int, data: str | None, precision: str, device: str) -> dict:
-    args = ["--impl", impl, "--iters", str(iters), "--precision", precision, "--device", device]
-    args += ["--data", data] if data else []
+def _spawn(impl: str, iters: int, data: str | None, precision: str | None, device: str, path: str | None) -> dict:
+    args = ["--impl", impl, "--iters", str(iters), "--device", device]
+    args += (["--precision", precision] if precision else []) + (["--data", data] if data else [])
+    args += ["--config", path] if path else []
     return run_worker("tinyformer.bench.train", args)
 
 
@@ -191,19 +197,20 @@ def flops_per_token(config) -> float:
 
 
 def impls_here(device: str = "cpu") -> tuple[str, ...]:
-    """The implementations measured on `device`: "reference+bf16" only where it multiplies bf16 natively."""
+    """The implementations measured on `device`: the "+bf16" ones only where it multiplies bf16 natively."""
     from tinyformer.device import native_bf16
 
-    return tuple(i for i in IMPLS if i != "reference+bf16" or native_bf16(torch.device(device)))
+    return tuple(i for i in IMPLS if not i.endswith("+bf16") or native_bf16(torch.device(device)))
 
 
-def _print_header(c, iters: int, repeats: int, impls: tuple[str, ...]) -> None:
+def _print_header(c, iters: int, repeats: int, impls: tuple[str, ...], path: str | None) -> None:
     from tinyformer.device import describe_precision
 
     print(
-        f"seed recipe: block {c.model.block_size}, batch {c.train.batch_size}, {c.model.n_layer} layers, "
-        f"{c.model.n_head} heads, width {c.model.n_embd}, vocab {c.model.vocab_size}, dropout {c.model.dropout}; "
-        f"{iters} timed steps after {WARMUP} warm-up, {repeats} alternating repeats, same seed and batches"
+        f"{path or 'the lab recipe'}: block {c.model.block_size}, batch {c.train.batch_size}, {c.model.n_layer} "
+        f"layers, {c.model.n_head} heads, width {c.model.n_embd}, vocab {c.model.vocab_size}, dropout "
+        f"{c.model.dropout}; {iters} timed steps after {WARMUP} warm-up, {repeats} alternating repeats, same seed "
+        "and batches"
     )
     print(f"reference: {REFERENCE}: masked_fill causal attention, AdamW(lr=3e-4) with its defaults")
     if "reference+bf16" in impls:
@@ -212,62 +219,69 @@ def _print_header(c, iters: int, repeats: int, impls: tuple[str, ...]) -> None:
         print("reference+bf16: not measured (no native bf16 here: autocast would emulate it)")
     where = torch.device(c.train.device)
     precision = describe_precision(where, c.train.precision)
-    print(f"tinyformer: its Trainer on the seed recipe on {where.type} in {precision}, model.backend={c.model.backend}")
+    print(
+        f"tinyformer: its Trainer on {path or 'the lab recipe'} on {where.type} in {precision}, model.backend="
+        f"{c.model.backend}" + (" (and tinyformer+bf16: train.precision=bf16)" if "tinyformer+bf16" in impls else "")
+    )
     print(machine_line())
 
 
-def _ratios(rows: list[dict], ref: str) -> list[float]:
-    return [r["tinyformer"]["tokens_per_s"] / r[ref]["tokens_per_s"] for r in rows if ref in r]
+def _ratios(rows: list[dict], ours: str, ref: str) -> list[float]:
+    return [r[ours]["tokens_per_s"] / r[ref]["tokens_per_s"] for r in rows if ref in r and ours in r]
 
 
-def _print_pairs(rows: list[dict], refs: tuple[str, ...]) -> None:
-    head = "".join(f" {ref + ' tok/s':>20}" for ref in refs) + f" {'tinyformer tok/s':>17}"
-    head += "".join(f" {'/ ' + ref:>17}" for ref in refs) + f" {'ref loss':>9} {'our loss':>9}"
+def _print_pairs(rows: list[dict], pairs: list[tuple[str, str]]) -> None:
+    names = [name for pair in pairs for name in pair]
+    head = "".join(f" {name + ' tok/s':>21}" for name in names)
+    head += "".join(f" {ours + ' / ' + ref:>32}" for ours, ref in pairs) + f" {'ref loss':>9} {'our loss':>9}"
     print(f"\n{'pair':>4}{head}")
     for i, r in enumerate(rows):
-        ours = r["tinyformer"]
-        cells = "".join(f" {r[ref]['tokens_per_s']:>20,.0f}" for ref in refs) + f" {ours['tokens_per_s']:>17,.0f}"
-        cells += "".join(f" {ours['tokens_per_s'] / r[ref]['tokens_per_s']:>16.3f}x" for ref in refs)
-        print(f"{i + 1:>4}{cells} {r['reference']['loss']:>9.4f} {ours['loss']:>9.4f}")
+        cells = "".join(f" {r[name]['tokens_per_s']:>21,.0f}" for name in names)
+        cells += "".join(f" {r[ours]['tokens_per_s'] / r[ref]['tokens_per_s']:>31.3f}x" for ours, ref in pairs)
+        print(f"{i + 1:>4}{cells} {r['reference']['loss']:>9.4f} {r['tinyformer']['loss']:>9.4f}")
 
 
 def run_benchmark(
-    iters: int = 40, repeats: int = 3, data: str | None = None, precision: str = "auto", device: str = "cpu"
+    iters: int = 40,
+    repeats: int = 3,
+    data: str | None = None,
+    precision: str | None = None,
+    device: str = "cpu",
+    path: str | None = None,
 ) -> dict:
     """Alternate the implementations `repeats` times, print the comparison, return the figures."""
     from tqdm import tqdm
 
     from tinyformer.tasks import GPTTask
 
-    c = GPTTask.prepare(_seed_recipe(precision, data, device)).config  # fitted: the vocabulary is known
+    c = GPTTask.prepare(_seed_recipe(precision or "fp32", data, device, path)).config  # fitted: vocabulary known
     impls = impls_here(device)
-    refs = tuple(i for i in impls if i.startswith("reference"))
-    _print_header(c, iters, repeats, impls)
+    pairs = [(ours, ref) for ours, ref in PAIRS if ours in impls and ref in impls]
+    _print_header(c, iters, repeats, impls, path)
     rows = []
     for _ in tqdm(range(repeats), desc="bench", unit="pair"):
-        rows.append({impl: _spawn(impl, iters, data, precision, device) for impl in impls})
-    _print_pairs(rows, refs)
+        rows.append({impl: _spawn(impl, iters, data, precision, device, path) for impl in impls})
+    _print_pairs(rows, pairs)
     med = {impl: statistics.median(r[impl]["tokens_per_s"] for r in rows) for impl in impls}
     loss = {impl: statistics.median(r[impl]["loss"] for r in rows) for impl in ("reference", "tinyformer")}
-    ratio = {ref: statistics.median(_ratios(rows, ref)) for ref in refs}
+    ratio = {ref: statistics.median(_ratios(rows, ours, ref)) for ours, ref in pairs}
     rss = {impl: max(r[impl]["peak_rss_mb"] for r in rows) for impl in impls}
-    ours = rows[0]["tinyformer"]["precision"]
-    print("\nmedian tokens/s: " + ", ".join(f"{i} {med[i]:,.0f}" for i in impls) + f" (tinyformer in {ours})")
+    print("\nmedian tokens/s: " + ", ".join(f"{i} {med[i]:,.0f} ({rows[0][i]['precision']})" for i in impls))
     print(f"tinyformer's {rows[-1]['tinyformer']['attention']} (last pair)")
-    for ref in refs:
-        head = "headline: " if ref == "reference+bf16" else ""
-        print(f"{head}median of the per-pair ratios tinyformer/{ref}: {ratio[ref]:.3f}x")
+    for ours, ref in pairs:
+        print(f"median of the per-pair ratios {ours}/{ref}: {ratio[ref]:.3f}x")
     _print_loss_and_memory(loss, rss, med, iters)
     return {
         "reference": REFERENCE,
-        "precision": ours,
+        "config": path or "the lab recipe",
+        "precision": rows[0]["tinyformer"]["precision"],
         "tokens_per_s": med,
         "loss": loss,
         "ratio_tinyformer_over_reference": ratio["reference"],
-        "ratio_tinyformer_over_reference_bf16": ratio.get("reference+bf16"),
-        "pair_ratios": {ref: _ratios(rows, ref) for ref in refs},
+        "ratio_tinyformer_bf16_over_reference_bf16": ratio.get("reference+bf16"),
+        "pair_ratios": {ref: _ratios(rows, ours, ref) for ours, ref in pairs},
         "peak_rss_mb": rss,
-        **_mfu(c, med["tinyformer"], ours),
+        **_mfu(c, med["tinyformer"], rows[0]["tinyformer"]["precision"]),
     }
 
 
@@ -303,10 +317,11 @@ def _main() -> None:
     p.add_argument("--impl", choices=IMPLS, required=True)
     p.add_argument("--iters", type=int, default=40)
     p.add_argument("--data")
-    p.add_argument("--precision", choices=PRECISIONS, default="auto", help="tinyformer's train.precision")
+    p.add_argument("--precision", choices=PRECISIONS, help="tinyformer's train.precision (default: fp32)")
     p.add_argument("--device", default="cpu", help="where both implementations train")
+    p.add_argument("--config", help="a gpt preset (default: the lab recipe)")
     a = p.parse_args()
-    print(json.dumps(worker(a.impl, a.iters, a.data, a.precision, a.device)))
+    print(json.dumps(worker(a.impl, a.iters, a.data, a.precision, a.device, a.config)))
 
 
 if __name__ == "__main__":

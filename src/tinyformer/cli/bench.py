@@ -20,12 +20,12 @@ def add_bench(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--repeats", type=positive_int, default=3, help="alternating measurements of each")
     p.add_argument("--max-epochs", type=positive_int, help="reverse: epochs before 'not reached' (default 15)")
-    p.add_argument("--config", help="reverse: tinyformer's preset (default: the recipe of configs/reverse.toml)")
+    p.add_argument("--config", help="train, reverse: tinyformer's side, a preset (default: the course's recipe)")
     p.add_argument(
         "--precision",
         choices=PRECISIONS,
-        help="tinyformer's train.precision (default: auto for train, the config's for reverse); "
-        "the course's code always runs in fp32",
+        help="tinyformer's train.precision (default: fp32 for train, beside bf16 where native; the config's for "
+        "reverse); the course's code runs in fp32 (and in bf16 with its autocast line where native)",
     )
     p.add_argument("--device", default="auto", help="train, attention, gpt2, rnn: auto (cuda > mps > cpu), cpu or cuda")
     p.add_argument(

@@ -2,9 +2,10 @@
 
 Vocabulary of 13: PAD 0, BOS 1, EOS 2, digits 0-9 as ids 3-12.
 Source: the digits then EOS, padded to `max_len + 2`; target: BOS, the digits
-reversed (or sorted), EOS, padded. Teacher forcing feeds the decoder the target
-without its last token and scores it against the target without BOS.
-Every split is generated from its own seed, in one vectorised pass.
+reversed (or sorted), EOS, padded to the same width. Teacher forcing feeds the decoder
+the target without its last token and scores it against the target without BOS.
+Every split is drawn from its own seed as chapter 20's `make_dataset` draws it, so seed 0
+gives the chapter's training pairs and seed 1 its held-out pairs.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ PAD, BOS, EOS, DIGIT0 = 0, 1, 2, 3
 VOCAB_SIZE = 13
 LABELS = ["PAD", "BOS", "EOS", *"0123456789"]
 VARIANTS = ("reverse", "sort")
+SAMPLINGS = ("random", "epochs")
 
 
 @dataclass
@@ -31,13 +33,17 @@ class ReversalConfig:
     min_len: int = 3  # shortest digit sequence
     max_len: int = 12  # longest digit sequence (training)
     n_train: int = 20_000  # training sequences
-    n_val: int = 1_000  # held-out sequences
+    n_val: int = 1_000  # held-out sequences (the first n of the held-out seed's stream)
     val_max_len: int = 0  # longest held-out sequence; 0 = max_len (raise it to test extrapolation)
     seed: int = 0  # the training set uses seed, the held-out set seed + 1
+    sampling: str = "random"  # "random": each batch drawn with replacement; "epochs": shuffled epochs of whole
+    # batches without replacement, the last partial batch dropped (the chapter's DataLoader)
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
             raise UserError(f"data.variant={self.variant!r} is not one of {', '.join(VARIANTS)}")
+        if self.sampling not in SAMPLINGS:
+            raise UserError(f"data.sampling={self.sampling!r} is not one of {', '.join(SAMPLINGS)}")
         if not 1 <= self.min_len <= self.max_len:
             raise UserError(f"data.min_len={self.min_len} and data.max_len={self.max_len} need 1 <= min <= max")
         if self.n_train <= 0 or self.n_val <= 0:
@@ -51,26 +57,23 @@ class ReversalConfig:
 
 
 def make_split(n: int, min_len: int, max_len: int, seed: int, variant: str = "reverse", width: int = 0):
-    """-> src (n, width + 1) and tgt (n, width + 2) ids; width defaults to max_len."""
+    """-> src and tgt ids, (n, width + 2) each; width (the longest sequence padded for) defaults to max_len.
+
+    Drawn as chapter 20's `make_dataset`: numpy's `default_rng(seed)`, then per pair its length in
+    [min_len, max_len] and that many digits, so the first k pairs do not depend on n."""
+    import numpy as np
+
     width = width or max_len
-    g = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(min_len, max_len + 1, (n,), generator=g)  # (n,)
-    digits = torch.randint(0, 10, (n, width), generator=g)  # (n, W)
-    pos = torch.arange(width)[None, :]  # (1, W)
-    real = pos < lengths[:, None]  # (n, W)
-    if variant == "reverse":
-        order = (lengths[:, None] - 1 - pos).clamp(min=0)  # (n, W): mirrored index
-        out = digits.gather(1, order)
-    else:
-        out = digits.masked_fill(~real, 99).sort(dim=1).values  # padding sorts last
-    src = torch.full((n, width + 1), PAD)
-    src[:, :width] = torch.where(real, digits + DIGIT0, PAD)
-    src[torch.arange(n), lengths] = EOS
-    tgt = torch.full((n, width + 2), PAD)
+    rng = np.random.default_rng(seed)
+    src, tgt = np.full((n, width + 2), PAD, dtype=np.int64), np.full((n, width + 2), PAD, dtype=np.int64)
     tgt[:, 0] = BOS
-    tgt[:, 1 : width + 1] = torch.where(real, out + DIGIT0, PAD)
-    tgt[torch.arange(n), lengths + 1] = EOS
-    return src, tgt
+    for i in range(n):
+        length = int(rng.integers(min_len, max_len + 1))
+        digits = rng.integers(0, 10, length)
+        out = digits[::-1] if variant == "reverse" else np.sort(digits)
+        src[i, :length], src[i, length] = digits + DIGIT0, EOS
+        tgt[i, 1 : length + 1], tgt[i, length + 1] = out + DIGIT0, EOS
+    return torch.from_numpy(src), torch.from_numpy(tgt)
 
 
 class DigitTokenizer:

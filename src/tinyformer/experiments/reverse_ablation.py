@@ -1,7 +1,7 @@
 """The encoder-decoder chapter's experiments as one report: what each part of the
 Transformer contributes to learning digit reversal.
 
-Cells (each a run of the seed recipe, `configs/reverse.toml`, with one change):
+Cells (each a run of chapter 20's recipe, `tinyformer train reverse`, with one change):
 embedding init, the sqrt(d) embedding scale, PyTorch's default Linear init,
 positions, heads, Post- vs Pre-Norm at 6+6 layers with warmup 1,000 and 1, the
 sort task, the paper's ReLU feed-forward, SwiGLU at matched size,

@@ -1,7 +1,7 @@
 """Is the encoder or the decoder the bottleneck at inference? (The encoder-decoder chapter's thinking question.)
 
 The encoder reads the whole source in one parallel pass; the decoder then runs once per generated token, one
-after the other. This study times both on the reversal model's sizes (configs/reverse.toml: D = 128, 4 heads,
+after the other. This study times both on the reversal model's sizes (chapter 20's recipe: D = 128, 4 heads,
 2 + 2 layers, d_ff 512; random weights: speed does not depend on them), one sentence at a time, for sources of
 12, 50 and 200 tokens: encode alone, then greedy decoding and beam search (K = 4), each with and without the
 decoder's KV cache (`cache=`), the encode included as a user calls them. The output length is forced to

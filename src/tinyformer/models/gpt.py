@@ -3,8 +3,10 @@
 Token embeddings plus positions (learned by default, as in GPT-2; sinusoidal,
 rotary or none as options, see `tinyformer.attention.positions`), `n_layer`
 Pre-LayerNorm causal blocks, a final LayerNorm and a linear head to vocabulary
-logits. Small enough to read in one sitting; the default config is the seed
-lab's character model.
+logits. Small enough to read in one sitting. The config's default sizes are the seed
+lab's character model; its default init (N(0, 0.02), GPT-2's) and dropout on the
+embeddings are tinyformer's, and the lab's recipe (`tinyformer.course.LAB`, what
+`tinyformer train gpt` trains) sets `init="default"` (PyTorch's own) and none there.
 
 Generation passes one `KVCache` per layer (`new_cache`) and the position
 `start` of the first new token, so each step runs only the new token.
@@ -45,7 +47,8 @@ class GPTConfig:
     n_head: int = 4  # attention heads per block
     n_embd: int = 128  # model width D
     mlp_ratio: float = 4  # feed-forward width = mlp_ratio * n_embd (a whole number)
-    dropout: float = 0.1  # on embeddings and on each residual branch
+    dropout: float = 0.1  # on each residual branch (and the embeddings, with embedding_dropout)
+    embedding_dropout: bool = True  # dropout on the embeddings too (GPT-2); the lab has none there
     attn_dropout: float = 0.0  # on attention weights; > 0 rules out the fused causal kernel
     qkv_bias: bool = False  # bias on the query/key/value projection
     backend: str = "auto"  # attention backend: "auto" (the faster here, measured per run), "sdpa" or "manual"
@@ -57,6 +60,7 @@ class GPTConfig:
     grad_checkpoint: bool = False  # recompute each block's activations in backward: less memory, ~1/3 more compute
     ffn: str = "gelu"  # feed-forward: "gelu" (exact), "gelu_tanh" (GPT-2's), "relu" (Vaswani's) or "swiglu"
     tie_weights: bool = False  # the head reuses the token embedding matrix (GPT-2 does; saves V·D parameters)
+    init: str = "gpt2"  # "gpt2": N(0, 0.02), zero biases, residual projections / sqrt(2 n_layer); "default": PyTorch's
     init_from: str = ""  # start from GPT-2 (hub id or folder) or a gpt run folder; its architecture and tokenizer
 
     def __post_init__(self) -> None:
@@ -67,7 +71,13 @@ class GPTConfig:
             "model",
             positive=("block_size", "n_layer", "n_head", "n_embd", "mlp_ratio", "rope_base"),
             fractions=("dropout", "attn_dropout"),
-            choices={"backend": BACKENDS, "positions": POSITIONS, "ffn": FFN_KINDS, "attention": KINDS},
+            choices={
+                "backend": BACKENDS,
+                "positions": POSITIONS,
+                "ffn": FFN_KINDS,
+                "attention": KINDS,
+                "init": INITS,
+            },
             divisible=("n_embd", "n_head"),
         )
         if self.n_kv_head < 0 or self.n_head % self.kv_heads:
@@ -96,7 +106,8 @@ class GPTConfig:
         return int(self.mlp_ratio * self.n_embd)
 
 
-SINUSOID_SCALE = 0.02  # the token embeddings' init std: the fixed table does not drown the tokens at init
+INITS = ("gpt2", "default")  # model.init
+SINUSOID_SCALE = 0.02  # GPT-2's init std of the token embeddings: the fixed table does not drown them at init
 
 
 class MiniGPT(nn.Module):
@@ -111,7 +122,7 @@ class MiniGPT(nn.Module):
         if c.positions == "learned":
             self.pos_emb = nn.Embedding(c.block_size, c.n_embd)
         self.rope = Rotary(c.n_embd // c.n_head, c.rope_base) if c.positions == "rope" else None
-        self.drop = Dropout(c.dropout)
+        self.drop = Dropout(c.dropout if c.embedding_dropout else 0.0)
         self.blocks = nn.ModuleList(
             TransformerBlock(
                 c.n_embd,
@@ -129,12 +140,14 @@ class MiniGPT(nn.Module):
         )
         self.ln_f = nn.LayerNorm(c.n_embd)
         self.head = nn.Linear(c.n_embd, c.vocab_size, bias=False)
-        self.apply(normal_init)  # GPT-2 / BERT: N(0, 0.02) weights, zero biases
+        if c.init == "gpt2":
+            self.apply(normal_init)  # GPT-2 / BERT: N(0, 0.02) weights, zero biases
         if c.tie_weights:  # one (V, D) matrix embeds tokens and scores them (Press & Wolf, 2017)
             self.head.weight = self.tok_emb.weight
         for name, p in self.named_parameters():  # GPT-2: scale residual projections by depth
-            if name.endswith("attn.proj.weight") or name.endswith("mlp.proj.weight"):
+            if c.init == "gpt2" and (name.endswith("attn.proj.weight") or name.endswith("mlp.proj.weight")):
                 nn.init.normal_(p, std=0.02 / math.sqrt(2 * c.n_layer))
+        self.pe_scale = SINUSOID_SCALE if c.init == "gpt2" else 1.0  # sinusoids at the token embeddings' scale
 
     def new_cache(self, batch_size: int, capacity: int | None = None) -> list[KVCache] | list[LinearState]:
         """One empty `KVCache` per block for up to `capacity` positions (default: block_size), holding only the
@@ -187,7 +200,7 @@ class MiniGPT(nn.Module):
                 )
             x = x + self.pos_emb(torch.arange(start, start + T, device=idx.device))  # (T, D) broadcast over B
         elif c.positions == "sinusoidal":  # scaled to the token embeddings' init std, as Vaswani's sqrt(D) does
-            x = x + SINUSOID_SCALE * sinusoidal_table(T, c.n_embd, start).to(x.device, x.dtype)
+            x = x + self.pe_scale * sinusoidal_table(T, c.n_embd, start).to(x.device, x.dtype)
         return self.drop(x)
 
     def forward(

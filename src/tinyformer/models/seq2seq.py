@@ -1,10 +1,11 @@
 """An encoder-decoder Transformer (Vaswani et al., 2017, "Attention Is All You Need").
 
-One token embedding shared by source and target, scaled by sqrt(D), plus fixed
-sinusoidal positions; an encoder stack (self-attention blocks) and a decoder
-stack (`DecoderBlock`: masked self-attention, cross-attention, feed-forward),
-each Pre-LayerNorm with a final LayerNorm by default (Xiong et al., 2020), or
-the original Post-LayerNorm; an output projection to vocabulary logits.
+A token embedding per stack (the chapter's; or one shared by source and target,
+`share_embeddings`), scaled by sqrt(D), plus fixed sinusoidal positions; an encoder
+stack (self-attention blocks) and a decoder stack (`DecoderBlock`: masked
+self-attention, cross-attention, feed-forward), each Pre-LayerNorm with a final
+LayerNorm by default (Xiong et al., 2020), or the original Post-LayerNorm; an
+output projection to vocabulary logits.
 
 `encode()` and `decode()` are separate so that inference runs the encoder once
 per input and decodes from its memory. For token-by-token generation,
@@ -19,7 +20,8 @@ masks, all built with `tinyformer.attention.masks` (True = may attend):
 - cross-attention:        source padding                        (B, 1, 1, S)
 
 `build_seq2seq(config)` assembles the model from its parts and initialises it
-(`seq2seq_parts.init_weights`): Xavier-uniform Linears with zero biases, token embedding N(0, D^-1/2).
+(`seq2seq_parts.init_weights`): Xavier-uniform Linears with zero biases, token embeddings N(0, D^-1/2) with
+the padding row zero (it gets no gradient either).
 The chapter's switches each change one of these choices: `scale_embeddings`, `positions`, `norm_first`,
 `ffn` (`"relu"` is the paper's), `init` (Xavier or PyTorch's default Linears), `embedding_init`.
 """
@@ -52,7 +54,7 @@ TORCH_FFNS = ("gelu", "relu")  # the activations nn.Transformer's feed-forward t
 
 @dataclass
 class Seq2SeqConfig:
-    vocab_size: int = 13  # tokens, shared by source and target (reversal: PAD 0, BOS 1, EOS 2, digits 3-12)
+    vocab_size: int = 13  # tokens of source and target, one vocabulary (reversal: PAD 0, BOS 1, EOS 2, digits 3-12)
     pad_id: int = 0  # padding id: hidden from attention as a key and ignored by the loss
     block_size: int = 64  # longest source or target sequence (rows of the position table)
     n_embd: int = 128  # model width D
@@ -67,6 +69,7 @@ class Seq2SeqConfig:
     positions: str = "sinusoidal"  # "sinusoidal" (fixed) or "none" (an ablation: no order information)
     embedding_init: str = "normal"  # "normal" = N(0, D^-1/2); "default" = PyTorch's N(0, 1) (an ablation)
     scale_embeddings: bool = True  # multiply token embeddings by sqrt(D) (the paper); False = add them unscaled
+    share_embeddings: bool = True  # one token embedding for source and target; False = one per stack (the chapter)
     init: str = "xavier"  # every Linear: "xavier" (uniform, zero bias) or "default" (PyTorch's kaiming-uniform)
     backend: str = "auto"  # attention backend: "auto" (the faster here, measured per run), "sdpa" or "manual"
     impl: str = "tinyformer"  # "tinyformer" (this file) or "torch" (torch.nn.Transformer, a baseline)
@@ -97,11 +100,11 @@ class Seq2SeqConfig:
 
 class Embedder(nn.Module):
     """ids (B, L) at positions [start, start + L) -> Dropout(Embedding(ids) * sqrt(D) + PE[start : start + L])
-    (B, L, D); one instance serves source and target. Without `scale_embeddings` the factor is 1."""
+    (B, L, D); one per stack, or one for both (`share_embeddings`). Without `scale_embeddings` the factor is 1."""
 
     def __init__(self, c: Seq2SeqConfig) -> None:
         super().__init__()
-        self.tok = nn.Embedding(c.vocab_size, c.n_embd)
+        self.tok = nn.Embedding(c.vocab_size, c.n_embd, padding_idx=c.pad_id)
         self.scale = math.sqrt(c.n_embd) if c.scale_embeddings else 1.0
         pe = sinusoidal_table(c.block_size, c.n_embd) if c.positions == "sinusoidal" else None
         self.register_buffer("pe", pe, persistent=False)  # fixed, rebuilt from the config: not in the state_dict
@@ -177,14 +180,25 @@ def _check_ids(what: str, ids: torch.Tensor, block_size: int) -> None:
 
 
 class Seq2SeqTransformer(nn.Module):
-    """embed -> encoder -> memory; embed -> decoder(memory) -> head. Build it with `build_seq2seq(config)`."""
+    """embed -> encoder -> memory; tgt_embed -> decoder(memory) -> head. Build it with `build_seq2seq(config)`.
+
+    `tgt_embed` is None when source and target share `embed` (`share_embeddings`)."""
 
     attention_names = ("encoder", "decoder", "cross")  # what `attention_parts` returns, for the views
 
-    def __init__(self, config: Seq2SeqConfig, embed: Embedder, encoder: Encoder, decoder: Decoder, head: nn.Linear):
+    def __init__(
+        self,
+        config: Seq2SeqConfig,
+        embed: Embedder,
+        encoder: Encoder,
+        decoder: Decoder,
+        head: nn.Linear,
+        tgt_embed: Embedder | None = None,
+    ):
         super().__init__()
         self.config = config
         self.embed, self.encoder, self.decoder, self.head = embed, encoder, decoder, head
+        self.tgt_embed = tgt_embed
 
     def encode(self, src: torch.Tensor, *, need_weights: bool = False) -> EncodedSource:
         """src (B, S) token ids padded with `pad_id` -> memory (B, S, D) and src_valid (B, S), computed once."""
@@ -231,7 +245,7 @@ class Seq2SeqTransformer(nn.Module):
             )
         self_mask = self._target_mask(tgt_in, cache, start)  # (B, 1, T, start + T): not future, not padding
         cross_mask = masks.from_key_valid(src_valid)  # (B, 1, 1, S): not source padding
-        x = self.embed(tgt_in, start)  # (B, T, D)
+        x = (self.tgt_embed or self.embed)(tgt_in, start)  # (B, T, D)
         x, self_w, cross_w = self.decoder(x, memory, self_mask, cross_mask, need_weights, cache, start)
         logits = self.head(x)  # (B, T, V)
         if not need_weights:
@@ -287,12 +301,15 @@ def build_seq2seq(config: Seq2SeqConfig) -> Seq2SeqTransformer:
     def final_norm() -> nn.Module:  # post-norm blocks already end in a LayerNorm
         return nn.LayerNorm(c.n_embd) if c.norm_first else nn.Identity()
 
+    embed = Embedder(c)
     blocks = [TransformerBlock(c.n_embd, c.n_head, c.d_ff, **kw) for _ in range(c.n_encoder_layers)]
     encoder = Encoder(blocks, final_norm())
+    tgt_embed = None if c.share_embeddings else Embedder(c)
     decoder = Decoder(
         [DecoderBlock(c.n_embd, c.n_head, c.d_ff, **kw) for _ in range(c.n_decoder_layers)],
         final_norm(),
     )
-    model = Seq2SeqTransformer(c, Embedder(c), encoder, decoder, nn.Linear(c.n_embd, c.vocab_size))
+    head = nn.Linear(c.n_embd, c.vocab_size)
+    model = Seq2SeqTransformer(c, embed, encoder, decoder, head, tgt_embed)
     init_weights(model, c.embedding_init, c.init)
     return model

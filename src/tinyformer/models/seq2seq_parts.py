@@ -79,3 +79,6 @@ def init_weights(model: nn.Module, embedding_init: str = "normal", init: str = "
             _xavier(fused, parts=fused.out_features // fused.in_features)
         if isinstance(m, nn.Embedding) and embedding_init == "normal":
             nn.init.normal_(m.weight, std=m.embedding_dim**-0.5)
+            if m.padding_idx is not None:  # the padding row stays zero, as nn.Embedding(padding_idx=...) makes it
+                with torch.no_grad():
+                    m.weight[m.padding_idx].zero_()

@@ -28,6 +28,7 @@ class TorchSeq2Seq(nn.Module):
         super().__init__()
         c = self.config = config
         self.embed = Embedder(c)
+        self.tgt_embed = None if c.share_embeddings else Embedder(c)  # the chapter: one per stack
         with warnings.catch_warnings():  # torch notes that Pre-Norm layers skip its nested-tensor fast path: known
             warnings.filterwarnings("ignore", message="enable_nested_tensor is True")
             self.core = nn.Transformer(
@@ -55,7 +56,7 @@ class TorchSeq2Seq(nn.Module):
         T = tgt_in.size(1)
         future = ~masks.causal(T, device=tgt_in.device)  # (T, T), True = may NOT attend (nn.Transformer's polarity)
         x = self.core.decoder(
-            self.embed(tgt_in),
+            (self.tgt_embed or self.embed)(tgt_in),
             memory,
             tgt_mask=future,
             tgt_key_padding_mask=tgt_in == self.config.pad_id,

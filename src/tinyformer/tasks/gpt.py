@@ -20,7 +20,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from tinyformer.config import DataConfig, RunConfig, SampleConfig
+from tinyformer import course
+from tinyformer.config import DataConfig, RunConfig, SampleConfig, resolve
 from tinyformer.data.bpe import BPETokenizer, folder_tokenizer, load_text_tokenizer
 from tinyformer.data.tinyshakespeare import TokenSplits, read_text, resolve_path
 from tinyformer.data.tokenizers import CharTokenizer
@@ -39,7 +40,8 @@ class GPTTask(Task):
 
     @classmethod
     def default_config(cls) -> RunConfig:
-        return RunConfig(task=cls.name, model=GPTConfig())
+        """The MiniGPT lab's recipe (`tinyformer.course.LAB`)."""
+        return resolve(RunConfig(task=cls.name, model=GPTConfig()), [course.layer(course.LAB)], [])
 
     @classmethod
     def load_tokenizer(cls, path: Path) -> CharTokenizer | BPETokenizer:

@@ -5,8 +5,9 @@ accuracy (teacher forced) and exact match (greedy decoding gets the whole
 sequence right), plus the cross-attention alignment score: in the last layer,
 averaged over heads, the weight each output position puts on the source digit
 it must copy (the mirrored position for reversal) and the EOS row on EOS.
-Batches are trimmed to their longest sequence, so no step computes padding
-columns that no sequence in the batch needs.
+Batches are drawn with replacement, or as the chapter's shuffled epochs (`data.sampling`), and trimmed
+to their longest sequence, so no step computes padding columns that no sequence in the batch needs (the
+same math as the chapter's full-width batches: padding is never attended and never scored).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from tinyformer.config import RunConfig, TrainConfig
+from tinyformer import course
+from tinyformer.config import RunConfig, TrainConfig, resolve
 from tinyformer.data.reversal import BOS, EOS, PAD, DigitTokenizer, ReversalConfig, make_split
 from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
@@ -26,22 +28,17 @@ from tinyformer.tasks.base import Task, panel
 from tinyformer.tasks.cards import CARDS
 
 
-def seed_recipe_train() -> TrainConfig:
-    """Batch 64, 10 epochs of 312 steps, Noam warmup 1,000, Adam betas 0.9/0.98, eps 1e-9."""
-    return TrainConfig(
-        max_iters=3120,
-        batch_size=64,
-        lr=128**-0.5 * 1000**-0.5,
-        schedule="noam",
-        warmup_iters=1000,
-        beta2=0.98,
-        eps=1e-9,
-        weight_decay=0.0,
-        grad_clip=0.0,
-        eval_interval=312,
-        eval_iters=1,
-        log_interval=52,
-    )
+def epoch_batch(n: int, batch_size: int, index: int, seed: int) -> torch.Tensor:
+    """The rows of batch `index` (0-based, counted from the first epoch) of shuffled epochs over `n` rows:
+    each epoch a permutation of its own (from `seed` and the epoch), cut into n // batch_size whole batches."""
+    per_epoch = n // batch_size
+    if per_epoch == 0:
+        raise UserError(
+            f"data.sampling=epochs needs at least one whole batch: {n} pairs, train.batch_size={batch_size}"
+        )
+    epoch, i = divmod(index, per_epoch)
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
+    return order[i * batch_size : (i + 1) * batch_size]
 
 
 def trim(src: torch.Tensor, tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -51,10 +48,13 @@ def trim(src: torch.Tensor, tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
 
 class ReverseTask(Task):
     card = CARDS["reverse"]
+    batches_drawn = 0  # sampling="epochs": where the stream of epochs stands (`seek`)
 
     @classmethod
     def default_config(cls) -> RunConfig:
-        return RunConfig(task=cls.name, model=Seq2SeqConfig(), data=ReversalConfig(), train=seed_recipe_train())
+        """Chapter 20's recipe (`tinyformer.course.CHAPTER`)."""
+        base = RunConfig(task=cls.name, model=Seq2SeqConfig(), data=ReversalConfig(), train=TrainConfig())
+        return resolve(base, [course.layer(course.CHAPTER), {"train": {"log_interval": 52}}], [])
 
     @classmethod
     def load_tokenizer(cls, path: Path) -> DigitTokenizer:
@@ -87,7 +87,12 @@ class ReverseTask(Task):
         return build_seq2seq(self.config.model)
 
     def train_batch(self, batch_size: int, generator: torch.Generator):
-        idx = torch.randint(len(self.train[0]), (batch_size,), generator=generator)
+        n = len(self.train[0])
+        if getattr(self.config.data, "sampling", "random") == "epochs":  # seq2seq's tables draw at random
+            idx = epoch_batch(n, batch_size, self.batches_drawn, self.config.train.seed)
+            self.batches_drawn += 1
+        else:
+            idx = torch.randint(n, (batch_size,), generator=generator)
         src, tgt = trim(self.train[0][idx], self.train[1][idx])
         return src, tgt[:, :-1], tgt[:, 1:]  # source, decoder input, labels
 
@@ -95,6 +100,10 @@ class ReverseTask(Task):
         src, tgt_in, labels = batch
         out = model(src, tgt_in, labels)
         return out.loss, {"token_acc": token_accuracy(out.logits, labels)}
+
+    def seek(self, batches: int) -> None:
+        """The next batch is the one after the first `batches` (a resumed run continues its epoch)."""
+        self.batches_drawn = batches
 
     def batch_tokens(self, batch) -> int:
         return int((batch[2] != PAD).sum())

@@ -1,7 +1,8 @@
 """The optimizer every run uses, and moving a batch to the device.
 
 AdamW with weight decay on matrices only (Loshchilov & Hutter, 2019; biases, norms and other vectors are not
-decayed), fused where the build has the kernel.
+decayed), or on every parameter (`train.decay_all`, AdamW's own default, as the lab uses it), fused where the
+build has the kernel.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from tinyformer.config import TrainConfig
 
 
 def make_optimizer(model: nn.Module, c: TrainConfig) -> torch.optim.Optimizer:
-    """AdamW with weight decay on matrices (dim >= 2) only; fused kernel where available."""
+    """AdamW with weight decay on matrices (dim >= 2) only, or on all (`decay_all`); fused kernel where available."""
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
         {"params": [p for p in params if p.dim() >= 2], "weight_decay": c.weight_decay},
-        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": c.weight_decay if c.decay_all else 0.0},
     ]
     try:
         return torch.optim.AdamW(groups, lr=c.lr, betas=(c.beta1, c.beta2), eps=c.eps, fused=True)

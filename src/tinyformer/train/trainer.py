@@ -142,9 +142,11 @@ class Trainer:
         status = "finished"
         window: list[tuple[float, int, float, dict]] = []  # (loss, tokens, seconds, metrics)
         self.model.train()
+        if hasattr(self.task, "seek"):  # a task whose batches follow each other (epochs): where this step's are
+            self.task.seek(self.step * self.c.grad_accum)
         with self._catch_signals(), self._bar(end) as bar:
-            if not (self.run_dir / ckpt.STATE).exists():
-                self.save()  # step 0: a run that diverges before its first evaluation still has a good checkpoint
+            if not (self.run_dir / ckpt.STATE).exists():  # a new run: step 0 is a multiple of eval_interval too
+                self._evaluate(bar, initial=True)  # its loss before training; a checkpoint to fall back on
             while self.step < end:
                 done = self._train_step()
                 if self.diverged:
@@ -232,11 +234,13 @@ class Trainer:
         with inference(self.model), autocast(self.device, self.precision):
             return self.task.evaluate(model)
 
-    def _evaluate(self, bar) -> None:
+    def _evaluate(self, bar, initial: bool = False) -> None:
+        """Evaluate, record and save; the weights become best.safetensors if they improved the task's score.
+        `initial` (step 0 of a new run): recorded and saved, but untrained weights are never the best."""
         t0 = time.perf_counter()
         result = self.evaluate()
         val, score = result["loss"], result[self.task.select]
-        improved = score < self.best_val
+        improved = score < self.best_val and not initial
         if improved:
             self.best_val = score
         self._record({"split": "val", **result}, bar)
