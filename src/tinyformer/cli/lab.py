@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tinyformer.course import RECIPES
+
 TEMPLATES = Path("docs/lab/templates")
 FRONT = Path("README.md")
 QUICK_RUNS = Path("runs/lab-quick")
@@ -24,6 +26,9 @@ def add_lab(p: argparse.ArgumentParser) -> None:
     b.add_argument("--runs", help=f"the runs root (default: runs, or {QUICK_RUNS} with --quick)")
     b.add_argument("--out", help=f"where pages go (default: docs/lab, or {QUICK_RUNS}/docs with --quick)")
     b.set_defaults(handler=cmd_build)
+    r = sub.add_parser("recipes", help="print, per course recipe, every key where a shipped preset differs from it")
+    r.add_argument("task", nargs="?", choices=tuple(RECIPES), help="one recipe's table (default: every one)")
+    r.set_defaults(handler=cmd_recipes)
     f = sub.add_parser("facts", help="print every fact a source folder states (the keys templates use)")
     f.add_argument("source", help="e.g. experiments/ablation or lab/gpt")
     f.add_argument("--runs", default="runs", help="the runs root (default: runs)")
@@ -37,6 +42,13 @@ def cmd_build(a: argparse.Namespace) -> int:
     out = Path(a.out or (QUICK_RUNS / "docs" if a.quick else "docs/lab"))
     front = FRONT if out == Path("docs/lab") else out / "front-page.md"  # the README, filled from the same facts
     build(TEMPLATES, out, runs, quick=a.quick, train=a.train, cli=a.cli, front=front)
+    return 0
+
+
+def cmd_recipes(a: argparse.Namespace) -> int:
+    from tinyformer.lab.recipes import markdown
+
+    print(markdown((a.task,) if a.task else tuple(RECIPES)), end="")
     return 0
 
 

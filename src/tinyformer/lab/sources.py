@@ -20,6 +20,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from tinyformer.course import RECIPES
 from tinyformer.errors import UserError
 from tinyformer.experiments import EXPERIMENTS
 from tinyformer.experiments.report import QUICK_MARK
@@ -117,6 +118,10 @@ SOURCES: dict[str, Source] = {  # in the order they are made: a run comes before
             ("train gpt --config configs/gpt_cpu_quick.toml --out {dir}",),
             (f"train gpt --config configs/gpt_cpu_quick.toml {GPT_QUICK} --out {{dir}}",),
             done=ckpt.STATE,
+        ),
+        *(  # where each preset differs from the course's recipe, read from the presets (no run needed)
+            Source(f"lab/recipes-{task}", (f"lab recipes {task}",), stdout=True, done="stdout.txt", cheap=True)
+            for task in RECIPES
         ),
         Source("lab/gpt-info", ("info {runs}/lab/gpt",), stdout=True, done="stdout.txt", cheap=True),
         Source("lab/gpt-sample", (SAMPLE,), stdout=True, done="stdout.txt", cheap=True),
