@@ -97,6 +97,9 @@ CHAPTER: dict[str, Any] = {  # chapter 20: the encoder-decoder reversing digits
     "train.precision": "fp32",  # USE_BF16 = DEVICE == "cuda": fp32 on a CPU
 }
 
+# Chapter 20's printed log (20.12.2, RTX 4090, bf16): val_exact_match on its 500 held-out pairs after each epoch.
+CHAPTER_LOG = {1: 0.386, 2: 0.876, 3: 0.872, 4: 0.946, 5: 0.964, 6: 0.992, 7: 0.988, 8: 0.996, 9: 0.996, 10: 0.996}
+
 RECIPES = {"gpt": LAB, "reverse": CHAPTER}  # task -> the course's recipe for it
 WHERE = {"gpt": "the MiniGPT lab", "reverse": "chapter 20"}
 

@@ -45,6 +45,27 @@ def test_future_target_tokens_do_not_change_past_logits(kw):
     assert not torch.allclose(a[:, t + 1 :], b[:, t + 1 :], atol=1e-4)  # the test can see a change
 
 
+@pytest.mark.parametrize("broken", ["no triu", "diagonal=0"])
+def test_the_causality_test_fails_when_the_mask_is_broken_as_the_chapter_suggests(broken, monkeypatch):
+    """Chapter 20.8: delete the triu, or move its diagonal so a position cannot see itself, and the causality
+    test fails at once. Both edits, made to the one mask builder (`masks.causal`): the test above catches them."""
+    from tinyformer.attention import masks
+
+    real = masks.causal
+
+    def edited(T, S=None, device=None):
+        keep = real(T, S, device)  # (T, S): key j <= query i
+        if broken == "no triu":
+            return torch.ones_like(keep)  # every position sees every other, the future included
+        S = keep.size(1)
+        itself = torch.arange(S, device=device)[None, :] == torch.arange(T, device=device)[:, None] + (S - T)
+        return keep & ~itself  # diagonal=0: a position no longer sees itself (the first sees nothing at all)
+
+    monkeypatch.setattr(masks, "causal", edited)
+    with pytest.raises(AssertionError):
+        test_future_target_tokens_do_not_change_past_logits({"backend": "manual"})
+
+
 @pytest.mark.parametrize("backend", ["sdpa", "manual"])
 def test_source_padding_does_not_change_logits(backend):
     model = tiny(backend=backend)

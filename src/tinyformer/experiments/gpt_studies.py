@@ -24,6 +24,7 @@ from tinyformer.config import load_toml
 from tinyformer.device import inference
 from tinyformer.experiments.report import figure, markdown_table, study_folder, write_report
 from tinyformer.experiments.runner import Cell, CellResult, run_grid
+from tinyformer.files import write_text
 from tinyformer.models import count_parameters
 from tinyformer.plots import plot_series
 from tinyformer.tasks.gpt import text_loss
@@ -185,7 +186,14 @@ def scale(out: Path | None = None, quick: bool = False, data: str | None = None)
         "## Against compute-optimal scaling",
         "",
         chinchilla_paragraph(results, ratios),
+        "",
+        f"## Samples ({SAMPLE_CHARS} characters each, the run's own sampling settings, seed 1; sample-CELL.txt)",
+        "",
     ]
+    for r in results:  # the course asks how generation quality changes: each sample also a file the guide quotes
+        text = sample_text(r)
+        write_text(folder / f"sample-{r.cell.name}.txt", text + "\n")
+        parts.append(f"### {r.cell.name}\n\n```\n{text}\n```\n")
     return write_report(folder, "MiniGPT scale-up: deeper and wider at the same number of steps", quick, parts)
 
 

@@ -157,6 +157,45 @@ def length_table(r: CellResult) -> str:
     )
 
 
+def against_the_chapter(results: list[CellResult]) -> str:
+    """The baseline (`tinyformer train reverse`, the chapter's recipe) epoch by epoch beside the chapter's log."""
+    from tinyformer.course import CHAPTER_LOG
+
+    r = next(r for r in results if r.cell.name == "baseline")
+    ours = {round(s / epochs(r)): v for s, v in r.series("val", "exact_match") if s}
+    rows = [[e, chapter, ours.get(e, math.nan)] for e, chapter in CHAPTER_LOG.items()]
+    return markdown_table(["epoch", "the chapter's log (RTX 4090, bf16)", "baseline here"], rows)
+
+
+def position_contrast(results: list[CellResult]) -> str:
+    """Question 4 of the chapter, in numbers: at initialisation, how much a dot product between inputs moves
+    when one position changes to its neighbour, against the size of the token part of the same dot product.
+    Inputs are x_i = e(token) * sqrt(d) + p_i; p_i . p_i - p_i . p_(i+1) is all that tells neighbours apart."""
+    from tinyformer.models.seq2seq import build_seq2seq
+
+    rows = []
+    for r in results:
+        if r.cell.name not in ("baseline", "default-embedding-init"):
+            continue
+        torch.manual_seed(r.run.config.train.seed)
+        embed = build_seq2seq(r.run.config.model).embed  # a fresh draw with the cell's init
+        tokens = embed.tok.weight[3:13].detach() * embed.scale  # (10, D): the digits as the model adds them
+        pe = embed.pe[:14]  # (14, D)
+        token = float((tokens * tokens).sum(1).mean())
+        neighbour = float(((pe[:-1] * pe[:-1]).sum(1) - (pe[:-1] * pe[1:]).sum(1)).mean())
+        rows.append(
+            [
+                r.cell.name,
+                f"{token:.1f}",
+                f"{float((pe * pe).sum(1).mean()):.1f}",
+                f"{neighbour:.2f}",
+                f"{neighbour / token:.4f}",
+            ]
+        )
+    header = ["cell", "token |e|^2", "position |p|^2", "neighbour contrast", "contrast / token"]
+    return markdown_table(header, rows)
+
+
 def report(results: list[CellResult], folder: Path, quick: bool) -> Path:
     by = {r.cell.name: r for r in results}
     curves = {r.cell.name: [(s / epochs(r), v) for s, v in r.series("val", "exact_match")] for r in results}
@@ -174,12 +213,21 @@ def report(results: list[CellResult], folder: Path, quick: bool) -> Path:
         "",
         figure("val_loss.png", "val loss"),
         "",
+        "The baseline is the chapter's recipe; its held-out exact match after each epoch, beside the chapter's log",
+        "(another machine and precision, and the chapter's own random draws of batches and dropout):",
+        "",
+        against_the_chapter(results),
+        "",
         "## 1. Embedding initialisation and scale, Linear initialisation",
         "",
         per_epoch_table(
             results,
             ("baseline", "default-embedding-init", "no-embedding-scale", "default-init-no-scale", "default-init"),
         ),
+        "",
+        "At initialisation, what tells neighbouring positions apart in a dot product, against the token part:",
+        "",
+        position_contrast(results),
         "",
         "## 2. Feed-forward: GELU (baseline), the paper's ReLU, SwiGLU at matched size",
         "",

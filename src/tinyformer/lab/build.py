@@ -176,7 +176,10 @@ def build(
         raise UserError(f"lab: {len(got.errors)} placeholders could not be filled (listed above); nothing written")
     write(docs, pages, got)
     for p in pages:
-        print(f"lab: {p.lang}/{p.name}: {p.items} items, {p.answered} answered with a command and every value")
+        print(
+            f"lab: {p.lang}/{p.name}: {p.items} items ({p.items - p.own} the course's, {p.own} tinyformer's own), "
+            f"{p.answered} answered with a command and every value"
+        )
     for name in got.missing:
         print(f"lab: {name}: not measured yet ({shown(name)})")
     return pages, got

