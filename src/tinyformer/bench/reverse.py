@@ -10,8 +10,9 @@ Each side stops at exact match >= 0.99 or after `max_epochs`. Per side: the trai
 epoch (evaluation excluded), and the time to the target = training + evaluation time up to the first
 evaluation that reaches it (ours' checkpoint writes excluded; the wall time including them is kept too).
 The two alternate, each in a fresh process; ratios are medians of the per-pair ratios. Where the CPU
-multiplies bf16 natively, a third side runs the chapter's loop with its autocast line on: bf16 around the
-forward and the loss, as the chapter runs on a GPU ("reference+bf16").
+multiplies bf16 natively, both run again in bf16, like with like: the chapter's loop with its autocast line on,
+bf16 around the forward and the loss as the chapter runs on a GPU ("reference+bf16"), and ours with
+`train.precision=bf16` ("tinyformer+bf16").
 
     tinyformer bench reverse [--repeats 3] [--max-epochs 15] [--config reverse_fast]
     python -m tinyformer.bench.reverse --impl reference --max-epochs 15   # one worker: one JSON line
@@ -29,7 +30,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-IMPLS = ("reference", "reference+bf16", "tinyformer")
+IMPLS = ("reference", "tinyformer", "reference+bf16", "tinyformer+bf16")  # +bf16: where the CPU has it natively
+PAIRS = (("tinyformer", "reference"), ("tinyformer+bf16", "reference+bf16"))  # (ours, the reference it is timed by)
 TARGET = 0.99  # greedy exact match on the held-out pairs
 REFERENCE = "the course's chapter-20 encoder-decoder (fp32)"
 
@@ -145,7 +147,7 @@ def _reference(config, max_epochs: int, bf16: bool = False) -> dict:
     return record.result(epochs, "bf16" if bf16 else "fp32")
 
 
-def _tinyformer(config, max_epochs: int) -> dict:
+def _tinyformer(config, max_epochs: int, impl: str = "tinyformer") -> dict:
     """The Trainer as `tinyformer train reverse` runs it, stopped (`fit(until=...)`) at each of its evaluations
     until one reaches the target; an epoch is n_train / batch_size steps."""
     from tinyformer.device import seed_everything
@@ -158,7 +160,7 @@ def _tinyformer(config, max_epochs: int) -> dict:
     c = task.config.train
     epoch = max(1, config.data.n_train // c.batch_size)
     end = min(c.max_iters, max_epochs * epoch)
-    record = Record("tinyformer", epoch)
+    record = Record(impl, epoch)
     with tempfile.TemporaryDirectory() as run_dir:
         trainer = Trainer(task.build_model(), task, c, run_dir, progress=False)
         while trainer.step < end:
@@ -172,10 +174,10 @@ def _tinyformer(config, max_epochs: int) -> dict:
 
 def worker(impl: str, max_epochs: int, path: str | None = None, precision: str | None = None, **shrink) -> dict:
     """One side, trained in this process -> the JSON `Record.result` describes."""
-    ours, ref = configs(path, precision, **shrink)
+    ours, ref = configs(path, "bf16" if impl == "tinyformer+bf16" else precision, **shrink)
     if impl.startswith("reference"):
         return _reference(ref, max_epochs, bf16=impl == "reference+bf16")
-    return _tinyformer(ours, max_epochs)
+    return _tinyformer(ours, max_epochs, impl)
 
 
 def _spawn(impl: str, max_epochs: int, path: str | None, precision: str | None) -> dict:
@@ -216,23 +218,23 @@ def _ratio(ours: float | None, ref: float | None) -> float | None:
     return ours / ref if ours and ref else None
 
 
-def _print_pairs(rows: list[dict], refs: tuple[str, ...]) -> None:
-    head = "".join(f" {ref + ' s/epoch':>20}" for ref in refs) + f" {'ours s/epoch':>13}"
-    head += "".join(f" {'/ ' + ref:>17}" for ref in refs)
-    head += "".join(f" {ref + ' to 0.99':>26}" for ref in refs) + f" {'ours to 0.99':>17}"
+def _print_pairs(rows: list[dict], pairs: list[tuple[str, str]]) -> None:
+    names = [name for pair in pairs for name in pair]
+    head = "".join(f" {name + ' s/epoch':>22}" for name in names)
+    head += "".join(f" {ours + ' / ' + ref:>32}" for ours, ref in pairs)
+    head += "".join(f" {name + ' to 0.99':>28}" for name in names)
     print(f"\n{'pair':>4}{head}")
     for i, r in enumerate(rows):
-        ours = r["tinyformer"]
-        cells = "".join(f" {r[ref]['epoch_s'] or 0:>20.1f}" for ref in refs) + f" {ours['epoch_s'] or 0:>13.1f}"
-        for ref in refs:
-            ratio = _ratio(ours["epoch_s"], r[ref]["epoch_s"])
-            cells += f" {ratio:>16.3f}x" if ratio else f" {'-':>17}"
-        cells += "".join(f" {_cell(r[ref]):>26}" for ref in refs) + f" {_cell(ours):>17}"
+        cells = "".join(f" {r[name]['epoch_s'] or 0:>22.1f}" for name in names)
+        for ours, ref in pairs:
+            ratio = _ratio(r[ours]["epoch_s"], r[ref]["epoch_s"])
+            cells += f" {ratio:>31.3f}x" if ratio else f" {'-':>32}"
+        cells += "".join(f" {_cell(r[name]):>28}" for name in names)
         print(f"{i + 1:>4}{cells}")
 
 
-def _median_ratio(rows: list[dict], key: str, ref: str = "reference") -> float | None:
-    ratios = [_ratio(r["tinyformer"][key], r[ref][key]) for r in rows]
+def _median_ratio(rows: list[dict], key: str, ref: str = "reference", ours: str = "tinyformer") -> float | None:
+    ratios = [_ratio(r[ours][key], r[ref][key]) for r in rows]
     ratios = [x for x in ratios if x is not None]
     return statistics.median(ratios) if ratios else None
 
@@ -250,19 +252,19 @@ def run_reverse_benchmark(
     from tinyformer.device import native_bf16
 
     ours, ref = configs(path, precision)  # a bad preset fails here, before minutes of training
-    impls = tuple(i for i in IMPLS if i != "reference+bf16" or native_bf16(torch.device("cpu")))
-    refs = tuple(i for i in impls if i.startswith("reference"))
+    impls = tuple(i for i in IMPLS if not i.endswith("+bf16") or native_bf16(torch.device("cpu")))
+    pairs = [(o, r) for o, r in PAIRS if o in impls and r in impls]
     _print_header(ours, ref, path, max_epochs, repeats)
     rows = [
         {impl: _spawn(impl, max_epochs, path, precision) for impl in impls}
         for _ in tqdm(range(repeats), desc="bench reverse", unit="pair")
     ]
-    _print_pairs(rows, refs)
+    _print_pairs(rows, pairs)
     figures = {"reference": REFERENCE, "config": path or "the chapter's recipe", "pairs": rows}
     print()
-    for r in refs:
-        per_epoch, to_target = _median_ratio(rows, "epoch_s", r), _median_ratio(rows, "to_target_s", r)
-        print(f"median of the per-pair ratios tinyformer/{r}: training time per epoch {_times(per_epoch)}")
+    for o, r in pairs:
+        per_epoch, to_target = _median_ratio(rows, "epoch_s", r, o), _median_ratio(rows, "to_target_s", r, o)
+        print(f"median of the per-pair ratios {o}/{r}: training time per epoch {_times(per_epoch)}")
         print(f"  time to exact match >= {TARGET} (training + evaluation time): {_times(to_target)}")
         suffix = "" if r == "reference" else "_bf16"
         figures |= {f"ratio_epoch_time{suffix}": per_epoch, f"ratio_time_to_target{suffix}": to_target}
