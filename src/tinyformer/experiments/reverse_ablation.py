@@ -192,7 +192,7 @@ def position_contrast(results: list[CellResult]) -> str:
                 f"{neighbour / token:.4f}",
             ]
         )
-    header = ["cell", "token |e|^2", "position |p|^2", "neighbour contrast", "contrast / token"]
+    header = ["cell", "token norm^2", "position norm^2", "neighbour contrast", "contrast share"]
     return markdown_table(header, rows)
 
 
