@@ -36,7 +36,11 @@ def test_train_eval_sample_resume_as_on_a_cpu_with_native_bf16(tmp_path):
     (tmp_path / "text.txt").write_text(SYNTHETIC, encoding="utf-8")
     run = tmp_path / "run"
     data = ["--data", str(tmp_path / "text.txt")]
-    out = bf16_cli("train", "gpt", *data, *TINY, *FAST, "--set", "train.max_iters=20", "--out", str(run)).stdout
+    # precision "auto" (the default recipe is the lab's fp32), and a rate that beats uniform in 20 steps (the lab's
+    # 3e-4 does not, from PyTorch's default initialisation)
+    recipe = ["train.max_iters=20", "train.precision=auto", "train.lr=3e-3"]
+    sets = [x for s in recipe for x in ("--set", s)]
+    out = bf16_cli("train", "gpt", *data, *TINY, *FAST, *sets, "--out", str(run)).stdout
     assert "bf16 autocast (fp32 weights), auto: native bf16" in out and "done: step 20" in out
     assert "attention: " in out  # model.backend=auto measured (or found) its backend
     state = ckpt.load_state(run / ckpt.STATE)

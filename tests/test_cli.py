@@ -86,7 +86,12 @@ def test_train_writes_a_self_describing_run_folder(trained):
     config = json.loads((trained / "config.json").read_text())
     assert config["model"]["n_layer"] == 1 and config["model"]["vocab_size"] > 0
     rows = [json.loads(line) for line in (trained / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows if r["split"] == "val"] == [10, 20, 30]
+    assert [r["step"] for r in rows if r["split"] == "val"] == [
+        0,
+        10,
+        20,
+        30,
+    ]  # step 0: the untrained model, a baseline
     import matplotlib.image
 
     png = matplotlib.image.imread(trained / "loss.png")

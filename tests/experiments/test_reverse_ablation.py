@@ -23,13 +23,21 @@ def test_quick_ablation_writes_a_report_from_its_runs_and_reuses_them(quick_stud
         img = matplotlib.image.imread(tmp_path / png)
         assert img.shape[0] > 200 and float(img[..., :3].std()) > 0.05
     assert "| 20 |" in text and "| no |" in text  # extrapolation table reaches unseen lengths
-    row = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
+    row = {}  # the summary table, which comes first (later tables also start their rows with a cell's name)
+    for line in text.splitlines():
+        if line.startswith("| "):
+            row.setdefault(line.split("|")[1].strip(), line)
     swiglu, baseline, relu = (int(row[n].split("|")[3]) for n in ("swiglu", "baseline", "relu-ffn"))
     assert abs(swiglu - baseline) < 0.01 * baseline and relu == baseline  # parameters: matched, and the same
-    assert "| epoch | baseline | default-embedding-init | no-embedding-scale | default-init |" in text
+    assert (
+        "| epoch | baseline | default-embedding-init | no-embedding-scale | default-init-no-scale | default-init |"
+        in text
+    )
     saved = {n: json.loads((tmp_path / n / "config.json").read_text())["model"] for n in names}
     assert saved["no-embedding-scale"]["scale_embeddings"] is False and saved["baseline"]["scale_embeddings"]
     assert saved["default-init"]["init"] == "default" and saved["default-init"]["embedding_init"] == "normal"
+    bare = saved["default-init-no-scale"]  # the chapter's exercise 1, second half: PyTorch's init, no sqrt(d)
+    assert bare["embedding_init"] == "default" and bare["scale_embeddings"] is False
     assert saved["default-embedding-init"]["embedding_init"] == "default" and saved["relu-ffn"]["ffn"] == "relu"
 
     def no_training(*args, **kwargs):

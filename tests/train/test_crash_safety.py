@@ -193,7 +193,9 @@ def test_two_runs_started_together_into_one_folder_do_not_interleave(text_file, 
     refusal = next(err for code, err in results if code == 2)
     assert ("is in use" in refusal or "is not empty" in refusal) and "Traceback" not in refusal
     steps = [json.loads(line)["step"] for line in (out / ckpt.METRICS).read_text().splitlines()]
-    assert steps == sorted(steps) and len([s for s in steps]) == 40 + 2  # one writer: 40 train rows, 2 evaluations
+    assert (
+        steps == sorted(steps) and len([s for s in steps]) == 40 + 3
+    )  # one writer: 40 train rows, 3 evaluations (0, 20, 40)
 
 
 def test_a_folder_whose_two_files_disagree_continues_only_with_inexact_from_its_weights(text_file, tmp_path, capsys):
