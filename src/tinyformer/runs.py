@@ -81,9 +81,13 @@ def read_config(path: Path, overrides: list[str] = ()) -> tuple[cfg.RunConfig, t
     saved = ckpt.load_json(path / ckpt.CONFIG)
     if not isinstance(saved, dict) or not isinstance(saved.get("task"), str):
         raise UserError(f"{path / ckpt.CONFIG} does not hold a run config (no 'task' in a JSON object)")
-    task_cls = get_task(saved["task"])
-    defaults = task_cls.default_config()
-    return cfg.resolve(defaults, [cfg.migrate(saved, defaults)], overrides), task_cls
+    try:
+        task_cls = get_task(saved["task"])
+        defaults = task_cls.default_config()
+        recorded = cfg.resolve(defaults, [cfg.migrate(saved, defaults)], [])
+    except UserError as e:  # a key or value no run of this version writes: the file is named
+        raise UserError(f"{path / ckpt.CONFIG} does not hold a run config this version reads: {e}") from None
+    return cfg.resolve(recorded, [], overrides) if overrides else recorded, task_cls
 
 
 def prepare_run(

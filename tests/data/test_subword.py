@@ -47,7 +47,7 @@ def test_load_rejects_other_files(tmp_path):
     (tmp_path / "char.json").write_text('{"type": "char", "chars": ["a"]}')
     with pytest.raises(UserError, match="not a WordPiece"):
         SubwordTokenizer.load(tmp_path / "char.json")
-    with pytest.raises(UserError, match="cannot read"):
+    with pytest.raises(UserError, match="missing.json is missing"):
         SubwordTokenizer.load(tmp_path / "missing.json")
 
 

@@ -24,7 +24,7 @@ import torch
 
 from tinyformer.data.tokenizers import CharTokenizer, pad_batch, show_char
 from tinyformer.errors import UserError
-from tinyformer.files import atomic_write
+from tinyformer.files import atomic_write, read_json
 
 DEFAULT_VOCAB = 4096
 
@@ -110,10 +110,7 @@ class BPETokenizer:
 
 def read_hf_tokenizer(path: str | Path) -> dict:
     """A Hugging Face tokenizer.json as a dict; UserError naming the file when it is not one."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UserError(f"cannot read tokenizer {str(path)!r}: {e}") from None
+    data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise UserError(f"{path} is not a Hugging Face tokenizer.json (no 'model' section)")
     return data
@@ -123,8 +120,8 @@ def load_text_tokenizer(path: str | Path):
     """A language model's tokenizer.json: a Hugging Face byte-level BPE (it has a "model" section), else
     tinyformer's character vocabulary (whose loader names what is wrong with any other file)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = read_json(path)
+    except UserError:
         data = None
     if isinstance(data, dict) and isinstance(data.get("model"), dict):
         return CharTokenizer.from_hf(data) or BPETokenizer.load(path)

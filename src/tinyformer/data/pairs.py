@@ -30,7 +30,7 @@ from tinyformer.data.classification import read_records
 from tinyformer.data.reversal import BOS, EOS, PAD
 from tinyformer.data.tokenizers import CharTokenizer, read_tokenizer, show_char
 from tinyformer.errors import UserError
-from tinyformer.files import write_text
+from tinyformer.files import read_json, write_text
 
 SPECIALS = ("<pad>", "<bos>", "<eos>")  # at ids PAD, BOS, EOS in both kinds of vocabulary
 TOKENIZERS = ("char", "bpe")
@@ -164,8 +164,8 @@ def load_tokenizer(path: str | Path) -> SpecialCharTokenizer | BPETokenizer:
     """A seq2seq run's tokenizer.json of either kind: Hugging Face's file (a "model" section) is the BPE one,
     anything else goes to the character loader, which names what is wrong with it."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = read_json(path)
+    except UserError:
         data = None
     if not (isinstance(data, dict) and isinstance(data.get("model"), dict)):
         return SpecialCharTokenizer.load(path)

@@ -32,7 +32,7 @@ import torch
 
 from tinyformer.data.tokenizers import pad_batch
 from tinyformer.errors import UserError
-from tinyformer.files import atomic_write
+from tinyformer.files import atomic_write, read_json
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(len(SPECIALS))  # the ids `train` gives them
@@ -136,10 +136,7 @@ class SubwordTokenizer:
         from tokenizers import Tokenizer
 
         p = Path(path)
-        try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise UserError(f"cannot read tokenizer {str(p)!r}: {e}") from None
+        data = read_json(p)
         model = data.get("model") if isinstance(data, dict) else None
         if not isinstance(model, dict) or model.get("type") != "WordPiece":
             found = model.get("type") if isinstance(model, dict) else type(data).__name__
@@ -165,7 +162,7 @@ def _bert_pipeline(tok, cls_id: int, sep_id: int) -> None:
 def _do_lower_case(folder: Path) -> bool:
     """tokenizer_config.json's do_lower_case (BertTokenizer's default, True, when the file or the key is absent)."""
     try:
-        settings = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        settings = read_json(folder / "tokenizer_config.json")
+    except UserError:
         return True
     return bool(settings.get("do_lower_case", True)) if isinstance(settings, dict) else True

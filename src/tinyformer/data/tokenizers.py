@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from tinyformer.errors import UserError
-from tinyformer.files import write_text
+from tinyformer.files import read_json, write_text
 
 IGNORE = -100  # the label of a position that no loss counts (cross-entropy's ignore_index)
 
@@ -96,10 +96,7 @@ class CharTokenizer:
 
 def read_tokenizer(path: str | Path, kind: str) -> dict:
     """A tinyformer tokenizer.json of type `kind`, as a dict; anything else is a UserError naming the file."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UserError(f"cannot read tokenizer {str(path)!r}: {e}") from None
+    data = read_json(path)
     if not isinstance(data, dict) or data.get("type") != kind:
         found = data.get("type") if isinstance(data, dict) else type(data).__name__
         raise UserError(f"{path} is not a {kind} tokenizer (found {found!r})")

@@ -12,12 +12,12 @@ result against `transformers` to 1e-4.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 
 from tinyformer.errors import UserError
+from tinyformer.files import read_json
 from tinyformer.hub import hf_config, hf_weights, pretrained_folder
 from tinyformer.models.bert import BertConfig, BertEncoder, BertForMaskedLM
 
@@ -130,9 +130,7 @@ def load_hf_bert(path: str | Path, *, backend: str = "sdpa") -> BertEncoder:
     for name in ("config.json", "model.safetensors"):
         if not (folder / name).is_file():
             raise UserError(f"{folder} is not a Hugging Face BERT folder: {name} is missing")
-    model = BertEncoder(
-        config_from_hf(json.loads((folder / "config.json").read_text(encoding="utf-8")), backend=backend)
-    )
+    model = BertEncoder(config_from_hf(read_json(folder / "config.json"), backend=backend))
     load_hf_weights(model, folder)
     return model.eval()
 

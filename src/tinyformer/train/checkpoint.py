@@ -14,10 +14,12 @@ process ends, however it ends, so a stale lock file never blocks anyone.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import pickle
 import re
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,7 +32,7 @@ from torch import nn
 
 from tinyformer.device import model_device
 from tinyformer.errors import UserError
-from tinyformer.files import atomic_write, make_dir, reason
+from tinyformer.files import atomic_write, make_dir, parse_json, read_json, reason
 
 CONFIG = "config.json"
 TOKENIZER = "tokenizer.json"
@@ -60,8 +62,8 @@ def never_saved(folder: str | Path) -> bool:
     if not (p / TOKENIZER).is_file() or is_run(p) or any((p / n).exists() for n in (WEIGHTS, BEST)):
         return False
     try:
-        config = json.loads((p / CONFIG).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        config = read_json(p / CONFIG)
+    except UserError:
         return False
     return isinstance(config, dict) and "task" in config and "train" in config and lock_holder(p) is None
 
@@ -81,35 +83,41 @@ def save_json(path: Path, data: Any) -> None:
     atomic_write(path, lambda t: t.write_text(text, encoding="utf-8"))
 
 
+MAX_METRICS_BYTES = 512 * 2**20  # a row is ~100 bytes: millions of steps
+
+
 def read_metrics(path: Path) -> list[dict]:
-    """The rows of metrics.jsonl (none if it does not exist); an unreadable line (a kill mid-append) is skipped."""
+    """The rows of metrics.jsonl (none if it does not exist); an unreadable line (a kill mid-append, or not a
+    row at all) is skipped, with a note. A file too large to be one is a UserError naming it."""
+    rows, bad = metrics_rows(path)
+    if bad:
+        print(f"note: skipped {bad} unreadable line(s) of {path}", file=sys.stderr)
+    return rows
+
+
+def metrics_rows(path: Path) -> tuple[list[dict], int]:
+    """(the readable rows of metrics.jsonl, how many lines were not), quietly."""
     if not Path(path).is_file():
-        return []
+        return [], 0
+    if Path(path).stat().st_size > MAX_METRICS_BYTES:
+        raise UserError(f"{path} is larger than {MAX_METRICS_BYTES // 2**20} MB; no run writes that many rows")
     rows, bad = [], 0
     for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
         try:
-            row = json.loads(line) if line.strip() else None
-        except json.JSONDecodeError:
+            row = parse_json(line, str(path)) if line.strip() else None
+        except UserError:
             row = None
             bad += 1
         if isinstance(row, dict) and isinstance(row.get("step"), int):
             rows.append(row)
         elif row is not None:
             bad += 1
-    if bad:
-        print(f"note: skipped {bad} unreadable line(s) of {path}", file=sys.stderr)
-    return rows
+    return rows, bad
 
 
 def load_json(path: Path) -> Any:
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path} is missing") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{path} is corrupt: {e}") from None
-    except OSError as e:
-        raise UserError(f"cannot read {path}: {e.strerror}") from None
+    """A JSON file of a run folder (bounded size and depth; see `tinyformer.files.read_json`)."""
+    return read_json(path)
 
 
 def save_weights(model: nn.Module, path: Path, step: int | None = None) -> None:
@@ -178,11 +186,7 @@ def recover(run_dir: Path) -> None:
     remove every temp file left behind by a killed write. Only the holder of the run's lock may call it."""
     commit = run_dir / COMMIT
     if commit.is_file():
-        try:
-            names = json.loads(commit.read_text(encoding="utf-8"))["files"]
-        except (ValueError, KeyError, TypeError):  # not one of ours (it is written whole, then renamed)
-            names = []
-        for name in names:
+        for name in commit_names(commit):
             if name in PARTS and _tmp(run_dir, name).is_file():  # never a path a crafted record names
                 os.replace(_tmp(run_dir, name), run_dir / name)
         with contextlib.suppress(OSError):  # some file systems cannot flush a folder; the renames stand
@@ -190,6 +194,17 @@ def recover(run_dir: Path) -> None:
         commit.unlink()
     for name in WRITTEN:  # the temp files of what a run writes, and nothing else
         _tmp(run_dir, name).unlink(missing_ok=True)
+
+
+def commit_names(commit: Path) -> list[str]:
+    """The files a commit record names. One of another shape (it is written whole, then renamed, so never by a
+    save of ours) names none: it is then a torn save, and the previous checkpoint stands."""
+    try:
+        record = read_json(commit, max_bytes=2**16)
+    except UserError:
+        return []
+    names = record.get("files") if isinstance(record, dict) else None
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
 def _why(e: Exception, run_dir: Path) -> str:
@@ -290,7 +305,7 @@ def lock_holder(run_dir: Path) -> str | None:
     import fcntl
 
     try:
-        fd = os.open(Path(run_dir) / LOCK, os.O_RDONLY)
+        fd = os.open(Path(run_dir) / LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
     try:
@@ -307,6 +322,22 @@ def pending(run_dir: Path) -> bool:
     return (Path(run_dir) / COMMIT).exists() or any(_tmp(Path(run_dir), n).exists() for n in WRITTEN)
 
 
+def open_lock(path: Path) -> int:
+    """RUN/.lock opened for writing: created if absent; never followed through a symlink (a planted link would
+    have the pid written into the file it points to) and never anything but a regular file."""
+    planted = f"{path} is not a regular file, so it is not a lock tinyformer made; remove it (rm {path}) and try again"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):  # a symlink, a folder, a socket
+            raise UserError(planted) from None
+        raise UserError(f"cannot open the lock {path}: {reason(e)}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a named pipe or a device
+        os.close(fd)
+        raise UserError(planted)
+    return fd
+
+
 @contextlib.contextmanager
 def run_lock(run_dir: Path) -> Iterator[None]:
     """Hold RUN/.lock for the block; another process holding it is a UserError naming its pid.
@@ -318,7 +349,7 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     created = not Path(run_dir).exists()
     path = make_dir(run_dir) / LOCK
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_lock(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
