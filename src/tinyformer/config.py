@@ -123,19 +123,28 @@ class SampleConfig:
     seed: int = 1  # sampling generator seed
 
     def __post_init__(self) -> None:
-        if not (self.temperature == 0 or MIN_TEMPERATURE <= self.temperature <= MAX_TEMPERATURE):
-            raise UserError(
-                f"temperature={self.temperature} must be 0 (greedy) or in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}]"
-            )
-        if self.top_k < 0:
-            raise UserError(f"top_k={self.top_k} must be >= 0 (0 = off)")
-        if not 0.0 < self.top_p <= 1.0:
-            raise UserError(f"top_p={self.top_p} must be in (0, 1] (1 = off)")
-        if self.tokens < 0:
-            raise UserError(f"tokens={self.tokens} must be >= 0")
-        if not self.prompt:
-            raise UserError("the prompt is empty; give at least one character (e.g. --prompt $'\\n')")
-        check_seed("sample seed", self.seed)
+        for name in SAMPLING:
+            check_sampling(name, getattr(self, name))
+
+
+SAMPLING = ("prompt", "tokens", "temperature", "top_k", "top_p", "seed")  # SampleConfig's fields
+
+
+def check_sampling(name: str, value: Any) -> None:
+    """What each sampling setting takes, stated once: `SampleConfig` checks its fields with it, and so do the
+    playground's request bodies (`tinyformer.serve.app`), so a value one takes the other takes too."""
+    if name == "temperature" and not (value == 0 or MIN_TEMPERATURE <= value <= MAX_TEMPERATURE):
+        raise UserError(f"temperature={value} must be 0 (greedy) or in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}]")
+    if name == "top_k" and value < 0:
+        raise UserError(f"top_k={value} must be >= 0 (0 = off)")
+    if name == "top_p" and not 0.0 < value <= 1.0:
+        raise UserError(f"top_p={value} must be in (0, 1] (1 = off)")
+    if name == "tokens" and value < 0:
+        raise UserError(f"tokens={value} must be >= 0")
+    if name == "prompt" and not value:
+        raise UserError("the prompt is empty; give at least one character (e.g. --prompt $'\\n')")
+    if name == "seed":
+        check_seed("seed", value)
 
 
 @dataclass

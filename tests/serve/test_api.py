@@ -203,14 +203,16 @@ BAD = [
     ("/api/generate", {"run": "gpt", "top_k": -2}, 422, "top_k"),
     ("/api/generate", {"run": "gpt", "top_p": 0}, 422, "top_p"),
     ("/api/generate", {"run": "gpt", "top_p": 1.5}, 422, "top_p"),
-    ("/api/generate", {"run": "gpt", "tokens": 0}, 422, "tokens"),
+    ("/api/generate", {"run": "gpt", "tokens": -1}, 422, "tokens"),
+    ("/api/generate", {"run": "gpt", "temperature": 0.0005}, 422, "temperature"),  # sample refuses it: so do we
+    ("/api/generate", {"run": "gpt", "seed": 2**64}, 422, "seed"),
     ("/api/generate", {"run": "gpt", "tokens": 100_000}, 422, "tokens"),
-    ("/api/generate", {"run": "gpt", "seed": -1}, 422, "seed"),
+    ("/api/generate", {"run": "gpt", "seed": "one"}, 422, "seed"),
     ("/api/generate", {"run": "gpt", "top": -1}, 422, "top"),
     ("/api/next-token", {"run": "gpt", "top": 0}, 422, "top"),
     ("/api/generate", {"run": "gpt", "stream": "maybe"}, 422, "stream"),
     ("/api/generate", {"run": "gpt", "prompt": "é ☃"}, 400, "prompt"),
-    ("/api/generate", {"run": "gpt", "prompt": ""}, 400, "prompt"),
+    ("/api/generate", {"run": "gpt", "prompt": ""}, 422, "prompt"),
     ("/api/generate", {"run": "gpt", "prompt": "x" * 30_000}, 422, "prompt"),
     ("/api/generate", {"run": "gpt", "colour": "red"}, 422, "colour"),
     ("/api/generate", {"prompt": "hi"}, 422, "run"),
@@ -248,6 +250,41 @@ def test_bad_input_is_a_4xx_naming_the_field(client, path, body, status, field):
     assert "\n" not in r.json()["error"] and "Traceback" not in r.json()["error"]
 
 
+def test_sampling_ranges_are_the_samplers_own(client):
+    """What `tinyformer sample` takes the API takes, and what it refuses the API refuses naming the field."""
+    from tinyformer.config import MAX_TEMPERATURE, MIN_TEMPERATURE
+
+    for field, good, bad in (
+        ("temperature", [0, MIN_TEMPERATURE, MAX_TEMPERATURE], [MIN_TEMPERATURE / 2, MAX_TEMPERATURE * 2, -1]),
+        ("seed", [-(2**63), 0, 2**64 - 1], [-(2**63) - 1, 2**64]),
+        ("top_p", [1e-9, 1], [0, 1.01]),
+    ):
+        for value in good:
+            r = client.post("/api/generate", json={"run": "gpt", "tokens": 1, "top": 0, field: value})
+            assert r.status_code == 200, (field, value, r.json())
+        for value in bad:
+            r = client.post("/api/generate", json={"run": "gpt", "tokens": 1, field: value})
+            assert (r.status_code, r.json()["field"]) == (422, field), (value, r.json())
+            assert r.json()["error"].startswith(f"{field}={value}"), r.json()  # the sampler's own words
+
+
+JSON = {"content-type": "application/json"}
+
+
+def test_every_error_has_the_apis_shape_and_names_what_is_wrong(client):
+    cases = [
+        (client.post("/api/generate", content=b'{"run": "gpt", "tokens": 3,,}', headers=JSON), 422, "body"),
+        (client.post("/api/generate", content=b'{"run": "gpt\xff\xfe"}', headers=JSON), 400, "body"),
+        (client.post("/api/generate", content=b"\xff\xfe{}", headers=JSON), 422, "body"),
+        (client.get("/api/nothing-here"), 404, "path"),
+        (client.get("/api/generate"), 405, "method"),
+        (client.delete("/api/runs"), 405, "method"),
+    ]
+    for r, status, field in cases:
+        assert r.status_code == status and set(r.json()) == {"error", "field"}, r.text
+        assert r.json()["field"] == field and r.json()["error"] and "\n" not in r.json()["error"], r.json()
+
+
 def test_the_server_keeps_serving_after_bad_input_and_refuses_big_or_broken_bodies(client):
     assert (
         client.post("/api/generate", content=b"{not json", headers={"content-type": "application/json"}).status_code
@@ -282,6 +319,44 @@ def test_no_path_leaves_the_served_folder(runs_root, tmp_path):
     assert client.get("/api/run", params={"run": "mine"}).status_code == 200
     assert client.get("/static/../../etc/passwd").status_code == 404
     assert client.get("/static/index.html").status_code == 404  # the page's own assets only
+
+
+DEEP = "[" * 100_000 + "]" * 100_000  # JSON that Python's decoder cannot parse without a RecursionError
+
+
+def test_bad_data_on_disk_is_a_4xx_and_the_other_runs_are_still_listed(runs_root, tmp_path):
+    import shutil
+
+    root = tmp_path / "root"
+    for name in ("good", "deep", "corrupt", "wrong", "deep-metrics"):
+        shutil.copytree(runs_root / "gpt", root / name)
+    (root / "deep" / "config.json").write_text(DEEP)
+    (root / "corrupt" / "config.json").write_text('{"task": "gpt", "model": {')
+    (root / "wrong" / "config.json").write_text('{"task": "gpt", "model": 5}')
+    (root / "deep-metrics" / "metrics.jsonl").write_text(DEEP + "\n")
+    (root / "loop").symlink_to(root / "loop")
+    client = TestClient(create_app(root))
+    listed = client.get("/api/runs")
+    assert listed.status_code == 200
+    assert [r["name"] for r in listed.json()["runs"]] == ["deep-metrics", "good"]
+    reasons = {r["name"]: r["error"] for r in listed.json()["unreadable"]}
+    assert set(reasons) == {"corrupt", "deep", "wrong"}
+    assert all("config.json" in why and "\n" not in why for why in reasons.values()), reasons
+    assert "nested deeper than" in reasons["deep"]
+    for name, status in (("deep", 409), ("corrupt", 409), ("wrong", 409), ("loop", 404), ("x" * 300, 404)):
+        r = client.get("/api/run", params={"run": name})
+        assert (r.status_code, r.json()["field"]) == (status, "run"), (name, r.json())
+        r = client.post("/api/generate", json={"run": name, "tokens": 2})
+        assert (r.status_code, r.json()["field"]) == (status, "run"), (name, r.json())
+    r = client.get("/api/run", params={"run": "deep-metrics"})  # a bad line of curves: served without it
+    assert r.status_code == 200 and r.json()["metrics"] == {"train": [], "val": []}
+    assert client.post("/api/generate", json={"run": "good", "tokens": 2}).status_code == 200
+
+
+def test_a_device_this_machine_lacks_is_refused_at_start(runs_root, capsys):
+    assert main(["serve", str(runs_root), "--device", "tpu", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "device='tpu' is not one of" in err and err.count("\n") == 1
 
 
 def test_a_run_being_trained_is_served_read_only_without_its_lock(runs_root, tmp_path):
@@ -346,6 +421,33 @@ def test_generations_at_once_are_bounded_and_a_slot_comes_back_when_a_client_lea
         ).status_code == 503 and time.time() < deadline:
             time.sleep(0.1)
         assert r.status_code == 200
+
+
+def test_requests_waiting_for_a_slot_hold_no_thread(runs_root, monkeypatch):
+    """Sixty generations wait for the one slot (more than the 40 worker threads): the run list still answers
+    at once, and every waiter gets its turn when the slot comes back."""
+    from tinyformer.serve.app import Generation
+
+    steps = Generation._steps  # one token a step, 50 ms each: the first stream holds its slot for 50 s
+    monkeypatch.setattr(Generation, "_steps", lambda self, it, n: time.sleep(0.05) or steps(self, it, 1))
+    limits = Limits(max_generations=1, wait_s=120)
+    with serving(runs_root, limits) as url, httpx.Client(base_url=url, timeout=60) as c:
+        with c.stream("POST", "/api/generate", json={"run": "gpt", "tokens": 1000, "stream": True}) as first:
+            lines = first.iter_lines()  # kept: a dropped iterator closes the response, which frees the slot
+            assert next(lines) == "event: start"  # the stream holds the one slot
+
+            def wait() -> int:
+                with httpx.Client(base_url=url, timeout=120) as w:
+                    return w.post("/api/generate", json={"run": "gpt", "tokens": 1, "top": 0}).status_code
+
+            with ThreadPoolExecutor(60) as pool:
+                waiting = [pool.submit(wait) for _ in range(60)]
+                time.sleep(1.0)  # all sixty sent and waiting
+                assert not any(w.done() for w in waiting), [w.result() for w in waiting if w.done()]
+                runs = c.get("/api/runs", timeout=10)  # with a thread per waiter: no thread left to answer
+                assert runs.status_code == 200 and len(runs.json()["runs"]) == len(TASKS)
+                first.close()  # the slot comes back: each waiter in turn
+                assert [w.result() for w in waiting] == [200] * 60
 
 
 def test_serve_prints_its_url_answers_and_stops_cleanly_on_ctrl_c(runs_root):

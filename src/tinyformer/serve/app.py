@@ -8,10 +8,12 @@
 - `POST /api/attention`   the attention from one token of a text (or of ids), every layer x head, head roles
 - `POST /api/predict`     the task's answer as panels (`Task.play`): probabilities, tags, a span, a matrix
 
-Bad input gets a 4xx JSON object {"error": one line, "field": the field it names}; the server keeps serving.
+Every error is a JSON object {"error": one line, "field": the field it names} ("body" for a body that is not
+JSON, "path" for an unknown address); bad input and bad data on disk get a 4xx, and the server keeps serving.
+A run folder that cannot be read is listed under "unreadable" with its reason.
 A task contributes its views through the task contract (`Task.views`, `predict_args`, `play`): nothing here
 names a task. Limits (`Limits`) bound the body size, the tokens a request may ask for, and the generations
-that run at once (the others wait for a slot, up to `wait_s`).
+that run at once (the others wait for a slot, up to `wait_s`, holding no thread meanwhile).
 """
 
 from __future__ import annotations
@@ -30,11 +32,14 @@ import torch
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 
+from tinyformer.config import SAMPLING, check_sampling
 from tinyformer.device import inference
 from tinyformer.errors import UserError
-from tinyformer.serve.limits import Limits
+from tinyformer.serve.limits import Limits, Slots
 from tinyformer.serve.store import Busy, NotFound, RunStore, metrics
 from tinyformer.serve.views import Bad, attention_from, blame, inputs, task_options
 from tinyformer.tasks.base import VIEWS
@@ -54,18 +59,31 @@ class Strict(BaseModel):
 
 
 class Sampling(Strict):
+    """The sampling settings take what `tinyformer sample` takes: each is checked by `check_sampling`, the
+    rule `SampleConfig` checks its own fields with."""
+
     run: str = Field(min_length=1, description="the run's name, as /api/runs lists it")
     prompt: str | None = Field(None, max_length=20_000, description="text to continue (default: the run's)")
-    temperature: float | None = Field(None, ge=0, le=100, description="0 = greedy (default: the run's)")
-    top_k: int | None = Field(None, ge=0, description="keep the k most likely tokens; 0 = off")
-    top_p: float | None = Field(None, gt=0, le=1, description="nucleus mass; 1 = off")
+    temperature: float | None = Field(None, description="0 = greedy, else in [0.001, 1000] (default: the run's)")
+    top_k: int | None = Field(None, description="keep the k most likely tokens; 0 = off")
+    top_p: float | None = Field(None, description="nucleus mass in (0, 1]; 1 = off")
     top: int = Field(20, ge=1, le=200, description="candidates of the distribution to return")
+
+    @field_validator(*SAMPLING, check_fields=False)
+    @classmethod
+    def as_sample_takes_it(cls, value, info: ValidationInfo):
+        if value is not None:
+            try:
+                check_sampling(info.field_name, value)
+            except UserError as e:
+                raise ValueError(str(e)) from None
+        return value
 
 
 class Generate(Sampling):
     top: int = Field(20, ge=0, le=200, description="candidates of each step's distribution to return; 0 = none")
-    tokens: int | None = Field(None, ge=1, description="new tokens (default: the run's; at most --max-tokens)")
-    seed: int | None = Field(None, ge=0, description="sampling seed (default: the run's)")
+    tokens: int | None = Field(None, description="new tokens (default: the run's; at most --max-tokens)")
+    seed: int | None = Field(None, description="sampling seed (default: the run's)")
     stream: bool = Field(False, description="send each token as a server-sent event")
 
 
@@ -85,7 +103,7 @@ class Predict(Strict):
 def create_app(root: str | Path, device: str = "cpu", limits: Limits | None = None) -> FastAPI:
     limits = limits or Limits()
     store = RunStore(root, device)
-    slots = threading.BoundedSemaphore(limits.max_generations)
+    slots = Slots(limits.max_generations)
     app = FastAPI(
         title="tinyformer playground",
         version="1",
@@ -115,15 +133,23 @@ def create_app(root: str | Path, device: str = "cpu", limits: Limits | None = No
         return HTMLResponse(api_page(app.openapi()), headers={"Content-Security-Policy": CSP})
 
     # ---- the API ----------------------------------------------------------------------------------------
-    @app.get("/api/runs", summary="the runs under the served folder")
+    @app.get("/api/runs", summary="the runs under the served folder, and those that cannot be read (why)")
     def runs() -> dict:
-        listed = []
+        listed, unreadable = [], []
         for name in store.names():
             try:
                 listed.append(summary(store, name))
-            except (NotFound, UserError, OSError, ValueError):
-                continue  # a folder being written, or not loadable: left out of the list until it is
-        return {"root": str(store.root), "runs": listed, "views": VIEWS, "limits": limits.__dict__}
+            except NotFound:
+                continue  # gone since it was found
+            except (UserError, OSError) as e:  # a bad file in it: named with its one-line reason
+                unreadable.append({"name": name, "error": " ".join(str(e).split())})
+        return {
+            "root": str(store.root),
+            "runs": listed,
+            "unreadable": unreadable,
+            "views": VIEWS,
+            "limits": limits.__dict__,
+        }
 
     @app.get("/api/run", summary="one run: info, config, loss curves")
     def run(run: str) -> dict:
@@ -132,7 +158,9 @@ def create_app(root: str | Path, device: str = "cpu", limits: Limits | None = No
 
         held = get(store, run)
         info = describe(held.run)  # counts parameters: no torch kernel runs
-        return summary(store, run) | {
+        with blame("run", 409):  # its config.json replaced by a bad one since it was loaded
+            about = summary(store, run)
+        return about | {
             "step": (held.run.state or {}).get("step"),
             "info": info,
             "config": to_dict(held.run.config),
@@ -140,14 +168,14 @@ def create_app(root: str | Path, device: str = "cpu", limits: Limits | None = No
         }
 
     @app.post("/api/generate", summary="continue a prompt (as `tinyformer sample`); stream: server-sent events")
-    def generate(body: Generate):
-        held = get(store, body.run, view="generate")
+    async def generate(body: Generate):
+        held = await run_in_threadpool(get, store, body.run, "generate")  # may load the run: not on the loop
         job = Generation(store, held, body, limits)
-        if not slots.acquire(timeout=limits.wait_s):
+        if not await slots.acquire(limits.wait_s):  # waits on the event loop, holding no thread
             raise Bad("run", f"every one of the {limits.max_generations} generation slots is busy; try again", 503)
         if not body.stream:
             try:
-                return JSONResponse(job.collect())  # plain JSON: FastAPI's encoder would walk every float again
+                return JSONResponse(await job.collect())  # plain JSON: FastAPI's encoder would walk every float
             finally:
                 slots.release()
         return StreamingResponse(events(job, slots), media_type="text/event-stream")
@@ -225,9 +253,8 @@ class Generation:
 
         self.store, self.held, self.top = store, held, body.top
         run = held.run
-        given = {k: v for k, v in body.model_dump().items() if k in SampleConfig.__dataclass_fields__}
-        with blame("prompt"):  # the one setting the body's own checks leave to SampleConfig: an empty prompt
-            self.s = SampleConfig(**(run.config.sample.__dict__ | {k: v for k, v in given.items() if v is not None}))
+        given = {k: v for k, v in body.model_dump().items() if k in SAMPLING and v is not None}  # checked
+        self.s = SampleConfig(**(run.config.sample.__dict__ | given))
         if self.s.tokens > limits.max_tokens:
             raise Bad("tokens", f"tokens={self.s.tokens} is more than this server allows ({limits.max_tokens})", 422)
         with blame("prompt"):
@@ -308,10 +335,11 @@ class Generation:
                 label[i] = decode([i])
         return dist | {"token": [label[i] for i in dist["id"]]}
 
-    def collect(self) -> dict:
-        start, out = time.perf_counter(), list(self.steps())
-        seconds = time.perf_counter() - start
-        return self.done(out, seconds) | {"steps": out}
+    async def collect(self) -> dict:
+        start, out = time.perf_counter(), []
+        async for chunk in self.stream():
+            out += chunk
+        return self.done(out, time.perf_counter() - start) | {"steps": out}
 
     def done(self, out: list[dict], seconds: float) -> dict:
         ids = self.ids + [d["id"] for d in out]
@@ -328,7 +356,7 @@ class Generation:
         return next(self.steps())["distribution"]
 
 
-async def events(job: Generation, slots: threading.BoundedSemaphore):
+async def events(job: Generation, slots: Slots):
     """Server-sent events: `start` (the prompt's tokens), one `token` per step, then `done` (or `error`). The
     slot is given back however the stream ends, a client that leaves included."""
     out: list[dict] = []
@@ -363,10 +391,25 @@ def add_errors(app: FastAPI, limits: Limits) -> None:
     @app.exception_handler(RequestValidationError)
     def invalid(_: Request, e: RequestValidationError) -> JSONResponse:
         first = e.errors()[0]
+        if first["type"] == "json_invalid":  # its loc is the character offset, not a field
+            why = (first.get("ctx") or {}).get("error") or first["msg"]  # e.g. "Expecting value: line 1 column 9"
+            return JSONResponse({"error": f"the body is not JSON: {why}", "field": "body"}, 422)
         loc = list(first["loc"])
         field = ".".join(str(p) for p in (loc[1:] if loc and loc[0] in ("body", "query", "path") else loc))
+        if first["type"] == "value_error":  # our own rule (check_sampling): its message names field and value
+            return JSONResponse({"error": str(first["ctx"]["error"]), "field": field}, 422)
         value = f" (got {first['input']!r:.60})" if "input" in first and field else ""
-        return JSONResponse({"error": f"{field or 'body'}: {first['msg']}{value}", "field": field}, status_code=422)
+        return JSONResponse({"error": f"{field or 'body'}: {first['msg']}{value}", "field": field or "body"}, 422)
+
+    @app.exception_handler(HTTPException)
+    def http(request: Request, e: HTTPException) -> JSONResponse:  # no route (404), wrong method (405), a body
+        field = {404: "path", 405: "method"}.get(e.status_code, "body")  # that cannot be decoded (400)
+        what = {
+            400: "the body cannot be parsed: it is not UTF-8 JSON",  # FastAPI's only 400 is a body it cannot decode
+            404: f"no {request.url.path}",
+            405: f"{request.method} is not allowed on {request.url.path}",
+        }
+        return JSONResponse({"error": what.get(e.status_code, str(e.detail)), "field": field}, e.status_code)
 
     @app.exception_handler(Exception)
     def crash(_: Request, e: Exception) -> JSONResponse:  # a bug of ours: logged here, one line to the client

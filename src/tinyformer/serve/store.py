@@ -16,7 +16,6 @@ to three times slower. One thread also serialises the model calls, so requests i
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import threading
 from collections import OrderedDict
@@ -55,6 +54,9 @@ class RunStore:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
             raise UserError(f"{str(root)!r} is not a folder; give a run folder or a folder of runs (e.g. runs)")
+        from tinyformer.device import pick_device
+
+        pick_device(device)  # a device this machine lacks is one line at start, not a 409 for every request
         self.device, self.keep = device, keep
         self._loaded: OrderedDict[str, Loaded] = OrderedDict()  # least recently used first
         self._loading = threading.Lock()
@@ -87,9 +89,12 @@ class RunStore:
         parts = PurePosixPath(name).parts
         if not name or "\\" in name or "\x00" in name or name.startswith("/") or ".." in parts:
             raise NotFound(name)
-        p = (self.root / name).resolve()
-        if not p.is_relative_to(self.root) or not ckpt.is_run(p):
-            raise NotFound(name)
+        try:
+            p = (self.root / name).resolve()
+            if not p.is_relative_to(self.root) or not ckpt.is_run(p):
+                raise NotFound(name)
+        except (OSError, RuntimeError):  # a name too long for the file system, a symlink loop
+            raise NotFound(name) from None
         return p
 
     def get(self, name: str) -> Loaded:
@@ -121,14 +126,10 @@ def metrics(folder: Path) -> dict[str, list]:
     skipped."""
     curves: dict[str, list] = {"train": [], "val": []}
     try:
-        lines = (folder / ckpt.METRICS).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return curves
-    for line in lines:
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and row.get("split") in curves and isinstance(row.get("loss"), (int, float)):
+        rows, _ = ckpt.metrics_rows(folder / ckpt.METRICS)
+    except (UserError, OSError):  # unreadable, or too large to be one: the run is served without its curves
+        rows = []
+    for row in rows:
+        if row.get("split") in curves and isinstance(row.get("loss"), (int, float)):
             curves[row["split"]].append([row["step"], row["loss"]])
     return curves

@@ -22,17 +22,17 @@ class Bad(Exception):
 
 
 class blame:
-    """A UserError raised inside becomes a 400 naming `field`."""
+    """A UserError raised inside becomes a 4xx (400 unless told) naming `field`."""
 
-    def __init__(self, field: str) -> None:
-        self.field = field
+    def __init__(self, field: str, status: int = 400) -> None:
+        self.field, self.status = field, status
 
     def __enter__(self) -> None:
         return None
 
     def __exit__(self, kind, error, tb) -> bool:
         if isinstance(error, UserError):
-            raise Bad(self.field, str(error)) from None
+            raise Bad(self.field, str(error), self.status) from None
         return False
 
 

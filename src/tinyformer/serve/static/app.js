@@ -40,7 +40,9 @@ const shown = (t) => t.replace(/\n/g, "⏎\n").replace(/ /g, "␣") || "∅";
 async function loadRuns() {
   const data = await api("/api/runs");
   const select = $("run");
-  select.replaceChildren(...data.runs.map((r) => el("option", { value: r.name, text: `${r.name} (${r.task})` })));
+  const bad = (data.unreadable || []).map((r) =>
+    el("option", { value: "", disabled: "", title: r.error, text: `${r.name} (cannot be read: ${r.error})` }));
+  select.replaceChildren(...data.runs.map((r) => el("option", { value: r.name, text: `${r.name} (${r.task})` })), ...bad);
   if (!data.runs.length) showError(`no finished runs under ${data.root} yet`);
   const wanted = new URLSearchParams(location.search).get("run");
   if (wanted && data.runs.some((r) => r.name === wanted)) select.value = wanted;
