@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -298,3 +300,105 @@ def test_an_existing_file_may_be_written_again(tmp_path):
     assert output_path(tmp_path / "figures.json") == tmp_path / "figures.json"  # e.g. bench --json run twice
     with pytest.raises(UserError, match="is a file; give a folder"):
         output_path(tmp_path / "figures.json", folder=True)
+
+
+# ---- files planted or crafted in a run folder ------------------------------------------------------------------
+DEEP = "[" * 100_000 + "]" * 100_000  # JSON that Python's decoder cannot parse without a RecursionError
+
+
+@pytest.mark.parametrize("plant", ["symlink", "fifo", "folder"])
+def test_a_lock_that_is_not_a_regular_file_is_refused_and_nothing_outside_is_written(gpt_run, tmp_path, capsys, plant):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    lock = gpt_run / ".lock"
+    if plant == "symlink":
+        lock.symlink_to(victim)
+    elif plant == "fifo":
+        os.mkfifo(lock)
+    else:
+        lock.mkdir()
+    before = snapshot(gpt_run)
+    err = refused(capsys, "train", "gpt", "--resume", gpt_run, "--set", "train.max_iters=32")
+    assert f"{lock} is not a regular file" in err and f"rm {lock}" in err
+    assert victim.read_text() == "precious\n" and snapshot(gpt_run) == before
+    assert lock.is_symlink() or lock.exists()  # left for the user to look at
+
+
+@pytest.mark.parametrize("name", ["config.json", "tokenizer.json"])
+@pytest.mark.parametrize("command", ["info", "sample", "resume"])
+def test_a_deeply_nested_json_file_is_one_line_naming_it(gpt_run, capsys, name, command):
+    (gpt_run / name).write_text(DEEP)
+    args = {
+        "info": ["info", gpt_run],
+        "sample": ["sample", gpt_run, "--tokens", "3"],
+        "resume": ["train", "gpt", "--resume", gpt_run, "--set", "train.max_iters=32"],
+    }[command]
+    err = refused(capsys, *args)
+    assert f"{gpt_run / name} is nested deeper than 64 levels" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", ["info", "resume"])
+def test_a_deeply_nested_metrics_line_is_skipped(gpt_run, capsys, command):
+    with open(gpt_run / "metrics.jsonl", "a") as f:
+        f.write(DEEP + "\n")
+    args = (
+        ["info", gpt_run] if command == "info" else ["train", "gpt", "--resume", gpt_run, "--set", "train.max_iters=32"]
+    )
+    status, err = run(capsys, *args)
+    assert status == 0 and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("record", ['{"step": 30, "files": 5}', "null", '{"files": null}', "[1]", "{", DEEP])
+def test_a_commit_record_of_another_shape_is_a_torn_save_and_the_run_resumes(gpt_run, capsys, record):
+    """Never written by a save (it is written whole, then renamed): the previous checkpoint stands."""
+    from tinyformer.train import checkpoint as ckpt
+
+    (gpt_run / ckpt.COMMIT).write_text(record)
+    (gpt_run / ".model.safetensors.tmp").write_bytes(b"half a file")
+    step = ckpt.load_state(gpt_run / ckpt.STATE)["step"]
+    status, err = run(capsys, "train", "gpt", "--resume", gpt_run, "--set", f"train.max_iters={step + 2}")
+    assert status == 0 and "Traceback" not in err, err
+    assert not (gpt_run / ckpt.COMMIT).exists() and not (gpt_run / ".model.safetensors.tmp").exists()
+    assert ckpt.load_state(gpt_run / ckpt.STATE)["step"] == step + 2
+
+
+TRIP = """
+import os, signal, sys
+class Trip:  # Ctrl-C as torch's import begins; a KeyboardInterrupt raised inside an import says so
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch":
+            sys.meta_path.remove(self)
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(10_000):  # the handler runs between these bytecodes
+                    pass
+            except KeyboardInterrupt:
+                print("KeyboardInterrupt raised inside an import", file=sys.stderr)
+                raise
+sys.meta_path.insert(0, Trip())
+from tinyformer.__main__ import start
+sys.exit(start())
+"""
+
+
+def test_ctrl_c_during_torchs_import_never_raises_inside_it(text_file, tmp_path):
+    """Raised inside torch's import, a KeyboardInterrupt can reach its C++ start-up (which aborts) or be swallowed
+    there with numpy half imported (a RecursionError later): seen at random moments of the first second."""
+    args = ["train", "gpt", "--data", str(text_file), *MODEL, "--out", str(tmp_path / "r")]
+    p = subprocess.run([sys.executable, "-c", TRIP, *args], capture_output=True, text=True, timeout=120)
+    assert (p.returncode, p.stderr) == (130, "tinyformer: interrupted\n")
+    assert not (tmp_path / "r").exists()
+
+
+def test_ctrl_c_at_any_moment_of_start_up_exits_130_with_at_most_one_line(text_file, tmp_path):
+    """SIGINT at moments spread over a training command's start-up (imports, data, model, first steps)."""
+    args = ["train", "gpt", "--data", str(text_file), *MODEL, "--set", "train.max_iters=100000", "--device", "cpu"]
+    for i, delay in enumerate((0.1, 0.4, 0.8, 2.0)):
+        cmd = [sys.executable, "-m", "tinyformer", *args, "--out", str(tmp_path / f"r{i}")]
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        p.send_signal(signal.SIGINT)
+        err = p.communicate(timeout=60)[1]
+        # -2: ended by the signal itself (before Python set up its handler), which a shell reports as 130 too
+        assert p.returncode in (130, -signal.SIGINT), (delay, p.returncode, err)
+        assert "Traceback" not in err and err.count("\n") <= 1, (delay, err)
