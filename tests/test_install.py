@@ -27,11 +27,23 @@ HELPS = [[name] for name in COMMANDS] + [
     ["lab", "build"],
     ["lab", "facts"],
 ]
-HEAVY = ("torch", "numpy", "matplotlib", "pydantic", "safetensors", "tokenizers", *PACKAGES)  # none for --help
+HEAVY = (
+    "torch",
+    "numpy",
+    "matplotlib",
+    "pydantic",
+    "safetensors",
+    "tokenizers",
+    "asyncio",
+    *PACKAGES,
+)  # none for --help
 MODULES = (  # tinyformer modules that no --help imports: studies, benchmarks, the server, models and tasks
     "tinyformer.experiments.",
     "tinyformer.bench.",
     "tinyformer.serve.app",
+    "tinyformer.serve.generation",
+    "tinyformer.serve.errors",
+    "tinyformer.serve.bodies",
     "tinyformer.lab.build",
     "tinyformer.tasks.base",
     "tinyformer.models",

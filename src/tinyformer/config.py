@@ -132,7 +132,7 @@ SAMPLING = ("prompt", "tokens", "temperature", "top_k", "top_p", "seed")  # Samp
 
 def check_sampling(name: str, value: Any) -> None:
     """What each sampling setting takes, stated once: `SampleConfig` checks its fields with it, and so do the
-    playground's request bodies (`tinyformer.serve.app`), so a value one takes the other takes too."""
+    playground's request bodies (`tinyformer.serve.bodies`), so a value one takes the other takes too."""
     if name == "temperature" and not (value == 0 or MIN_TEMPERATURE <= value <= MAX_TEMPERATURE):
         raise UserError(f"temperature={value} must be 0 (greedy) or in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}]")
     if name == "top_k" and value < 0:

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from tinyformer.cli import main
-from tinyformer.serve import app as app_module
+from tinyformer.serve import generation
 from tinyformer.serve.app import background, create_app
 from tinyformer.serve.limits import Limits
 from tinyformer.train import checkpoint as ckpt
@@ -91,7 +91,7 @@ def test_steps_are_the_same_one_at_a_time_and_all_in_one_chunk(client, monkeypat
     in one. Tokens, texts and distributions do not depend on it."""
     settings = {"run": "gpt", "tokens": 20, "temperature": 0.9, "top_k": 8, "top_p": 0.95, "seed": 4}
     expected = client.post("/api/generate", json=settings).json()["steps"]
-    monkeypatch.setattr(app_module, "CHUNK_S", chunk_s)
+    monkeypatch.setattr(generation, "CHUNK_S", chunk_s)
     assert client.post("/api/generate", json=settings).json()["steps"] == expected
     streamed = events(client.post("/api/generate", json=settings | {"stream": True}).text)
     assert [d for k, d in streamed if k == "token"] == expected
@@ -402,7 +402,7 @@ def test_eight_concurrent_clients_of_twenty_requests_all_succeed(runs_root):
 
 
 def test_generations_at_once_are_bounded_and_a_slot_comes_back_when_a_client_leaves(runs_root, monkeypatch):
-    from tinyformer.serve.app import Generation
+    from tinyformer.serve.generation import Generation
 
     steps = Generation._steps
     monkeypatch.setattr(Generation, "_steps", lambda self, it, n: time.sleep(0.02) or steps(self, it, n))  # slow
@@ -426,7 +426,7 @@ def test_generations_at_once_are_bounded_and_a_slot_comes_back_when_a_client_lea
 def test_requests_waiting_for_a_slot_hold_no_thread(runs_root, monkeypatch):
     """Sixty generations wait for the one slot (more than the 40 worker threads): the run list still answers
     at once, and every waiter gets its turn when the slot comes back."""
-    from tinyformer.serve.app import Generation
+    from tinyformer.serve.generation import Generation
 
     steps = Generation._steps  # one token a step, 50 ms each: the first stream holds its slot for 50 s
     monkeypatch.setattr(Generation, "_steps", lambda self, it, n: time.sleep(0.05) or steps(self, it, 1))

@@ -19,91 +19,34 @@ that run at once (the others wait for a slot, up to `wait_s`, holding no thread 
 from __future__ import annotations
 
 import contextlib
-import json
 import socket
-import sys
 import threading
 import time
-import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
-import torch
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import FastAPI
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from starlette.concurrency import run_in_threadpool
-from starlette.exceptions import HTTPException
 
-from tinyformer.config import SAMPLING, check_sampling
 from tinyformer.device import inference
 from tinyformer.errors import UserError
+from tinyformer.serve.bodies import Attention, Generate, Predict, Sampling
+from tinyformer.serve.errors import add_errors
+from tinyformer.serve.generation import Generation, events
 from tinyformer.serve.limits import Limits, Slots
 from tinyformer.serve.store import Busy, NotFound, RunStore, metrics
 from tinyformer.serve.views import Bad, attention_from, blame, inputs, task_options
 from tinyformer.tasks.base import VIEWS
 
 STATIC = Path(__file__).parent / "static"
-# A generation's steps run on the model thread in chunks of about this long (at least one step): each hand-off
-# costs the stream time, 20 ms chunks cost it 6-15% over `sample` and 50 ms ones 3-8% (bench serve, 2-core
-# EPYC), and a stream still updates 20 times a second while other requests wait at most one chunk.
-CHUNK_S = 0.05
 PAGE_FILES = {"app.js": "text/javascript", "style.css": "text/css"}
 CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'"
-
-
-# ---- request bodies (pydantic checks types and ranges; the error names the field) ------------------------
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Sampling(Strict):
-    """The sampling settings take what `tinyformer sample` takes: each is checked by `check_sampling`, the
-    rule `SampleConfig` checks its own fields with."""
-
-    run: str = Field(min_length=1, description="the run's name, as /api/runs lists it")
-    prompt: str | None = Field(None, max_length=20_000, description="text to continue (default: the run's)")
-    temperature: float | None = Field(None, description="0 = greedy, else in [0.001, 1000] (default: the run's)")
-    top_k: int | None = Field(None, description="keep the k most likely tokens; 0 = off")
-    top_p: float | None = Field(None, description="nucleus mass in (0, 1]; 1 = off")
-    top: int = Field(20, ge=1, le=200, description="candidates of the distribution to return")
-
-    @field_validator(*SAMPLING, check_fields=False)
-    @classmethod
-    def as_sample_takes_it(cls, value, info: ValidationInfo):
-        if value is not None:
-            try:
-                check_sampling(info.field_name, value)
-            except UserError as e:
-                raise ValueError(str(e)) from None
-        return value
-
-
-class Generate(Sampling):
-    top: int = Field(20, ge=0, le=200, description="candidates of each step's distribution to return; 0 = none")
-    tokens: int | None = Field(None, description="new tokens (default: the run's; at most --max-tokens)")
-    seed: int | None = Field(None, description="sampling seed (default: the run's)")
-    stream: bool = Field(False, description="send each token as a server-sent event")
-
-
-class Attention(Strict):
-    run: str = Field(min_length=1)
-    text: str | None = Field(None, max_length=20_000, description="the text (or give ids, for a language model)")
-    ids: list[int] | None = Field(None, max_length=20_000, description="token ids, as /api/generate returned them")
-    query: int | None = Field(None, ge=0, description="the token whose attention to return (default: the last)")
-    part: str | None = Field(None, description="the attention stack, for a model with several")
-
-
-class Predict(Strict):
-    run: str = Field(min_length=1)
-    inputs: dict[str, str | int | float | bool] = Field(description="the task's inputs, as /api/runs lists them")
 
 
 def create_app(root: str | Path, device: str = "cpu", limits: Limits | None = None) -> FastAPI:
     limits = limits or Limits()
     store = RunStore(root, device)
-    slots = Slots(limits.max_generations)
     app = FastAPI(
         title="tinyformer playground",
         version="1",
@@ -114,8 +57,15 @@ def create_app(root: str | Path, device: str = "cpu", limits: Limits | None = No
     )
     add_errors(app, limits)
     app.state.store = store  # the benchmark runs `tinyformer sample`'s path on the same model thread
+    page_routes(app)
+    run_routes(app, store, limits)
+    model_routes(app, store, limits)
+    return app
 
-    # ---- the page ---------------------------------------------------------------------------------------
+
+def page_routes(app: FastAPI) -> None:
+    """The page, its two assets and the API's own documentation page."""
+
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:
         return FileResponse(STATIC / "index.html", headers={"Content-Security-Policy": CSP})
@@ -132,7 +82,10 @@ def create_app(root: str | Path, device: str = "cpu", limits: Limits | None = No
 
         return HTMLResponse(api_page(app.openapi()), headers={"Content-Security-Policy": CSP})
 
-    # ---- the API ----------------------------------------------------------------------------------------
+
+def run_routes(app: FastAPI, store: RunStore, limits: Limits) -> None:
+    """What the served folder holds: the runs (and those that cannot be read), one run's info and curves."""
+
     @app.get("/api/runs", summary="the runs under the served folder, and those that cannot be read (why)")
     def runs() -> dict:
         listed, unreadable = [], []
@@ -166,6 +119,12 @@ def create_app(root: str | Path, device: str = "cpu", limits: Limits | None = No
             "config": to_dict(held.run.config),
             "metrics": metrics(held.run.path),
         }
+
+
+def model_routes(app: FastAPI, store: RunStore, limits: Limits) -> None:
+    """What a loaded model computes: a generation (at most `limits.max_generations` at once), the next-token
+    distribution, attention, a task's answer. Each runs on the store's one model thread."""
+    slots = Slots(limits.max_generations)
 
     @app.post("/api/generate", summary="continue a prompt (as `tinyformer sample`); stream: server-sent events")
     async def generate(body: Generate):
@@ -208,8 +167,6 @@ def create_app(root: str | Path, device: str = "cpu", limits: Limits | None = No
 
         return store.call(answer)
 
-    return app
-
 
 def get(store: RunStore, name: str, view: str | None = None):
     """The loaded run `name`, which must offer `view`; else a 4xx naming the field."""
@@ -241,221 +198,6 @@ def summary(store: RunStore, name: str) -> dict:
         "block_size": getattr(config.model, "block_size", None),
         "sample": config.sample.__dict__ if "generate" in task.views else None,
     }
-
-
-# ---- generation -------------------------------------------------------------------------------------------
-class Generation:
-    """One sampling job on a loaded run: the settings resolved against the run's own (as `sample` resolves
-    them), the prompt encoded, and a stream of steps, each computed on the store's model thread."""
-
-    def __init__(self, store: RunStore, held, body: Generate, limits: Limits) -> None:
-        from tinyformer.config import SampleConfig
-
-        self.store, self.held, self.top = store, held, body.top
-        run = held.run
-        given = {k: v for k, v in body.model_dump().items() if k in SAMPLING and v is not None}  # checked
-        self.s = SampleConfig(**(run.config.sample.__dict__ | given))
-        if self.s.tokens > limits.max_tokens:
-            raise Bad("tokens", f"tokens={self.s.tokens} is more than this server allows ({limits.max_tokens})", 422)
-        with blame("prompt"):
-            ids = run.tokenizer.encode(self.s.prompt)
-        if not ids:
-            raise Bad("prompt", "the prompt is empty; give at least one character")
-        self.ids = ids
-        self.text = run.tokenizer.decode(ids)
-        self.labels: dict[int, str] = {}  # token id -> its text, decoded once per generation
-
-    def steps(self) -> Iterator[dict]:
-        """One dict per new token: its id, the text it completes, and the distribution it was drawn from."""
-        it, text, done = self.store.call(self._start), self.text_stream(), 0
-        while done < self.s.tokens:
-            chunk = self.chunk(done, self.store.call(self._steps, it, self.s.tokens - done), text)
-            done += len(chunk)
-            yield from chunk
-
-    async def stream(self):
-        """The same, a chunk of steps at a time (`CHUNK_S`), each chunk awaited as soon as it is sampled: one
-        server-sent write per chunk instead of a thread hop and a write per token. The first chunk is one step,
-        so that the first token shows at once."""
-        it, text, done = await self.store.wait(self._start), self.text_stream(), 0
-        while done < self.s.tokens:
-            left = self.s.tokens - done if done else 1
-            chunk = self.chunk(done, await self.store.wait(self._steps, it, left), text)
-            done += len(chunk)
-            yield chunk
-
-    def text_stream(self):
-        from tinyformer.generate.sampling import TextStream
-
-        return TextStream(self.held.run.tokenizer)
-
-    def chunk(self, first: int, steps: list[tuple[int, dict[str, list]]], text) -> list[dict]:
-        return [
-            {"i": first + k, "id": tid, "text": text.push(tid), "distribution": self.labelled(dist)}
-            for k, (tid, dist) in enumerate(steps)
-        ]
-
-    def _start(self):
-        """The generator of (token, logits) steps, as `tinyformer sample` makes it (the cache is made now)."""
-        from tinyformer.generate.sampling import stream_steps
-
-        run, s = self.held.run, self.s
-        device = next(run.model.parameters()).device
-        idx = torch.tensor([self.ids], dtype=torch.long, device=device)  # (1, T0)
-        g = torch.Generator(device=device).manual_seed(s.seed)
-        with run.autocast():  # the precision the steps run in
-            return stream_steps(
-                run.model, idx, s.tokens, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, generator=g
-            )
-
-    def _steps(self, it, left: int) -> list[tuple[int, dict[str, list]]]:
-        """The next steps of the generator, as many as `CHUNK_S` allows (at least one, at most `left`), on the
-        model thread: each token id and the distribution it was drawn from (computed for the whole chunk at
-        once). Other requests' chunks run between two of this one."""
-        from tinyformer.generate.sampling import COLUMNS, distributions
-
-        s, tokens, logits = self.s, [], []
-        start = time.perf_counter()
-        with self.held.run.autocast():
-            while len(tokens) < left and (not tokens or time.perf_counter() - start < CHUNK_S):
-                token, step_logits = next(it)  # (1, 1), (1, V)
-                tokens.append(int(token))
-                logits.append(step_logits)
-            if self.top:
-                dists = distributions(torch.cat(logits), s.temperature, s.top_k, s.top_p, self.top)
-            else:  # the tokens alone, what `sample` computes: every column empty
-                dists = [{c: [] for c in COLUMNS} for _ in tokens]
-        return list(zip(tokens, dists, strict=True))
-
-    def labelled(self, dist: dict[str, list]) -> dict[str, list]:
-        """The step's distribution with a `token` column: each id's text, decoded once per generation."""
-        label, decode = self.labels, self.held.run.tokenizer.decode
-        for i in dist["id"]:
-            if i not in label:
-                label[i] = decode([i])
-        return dist | {"token": [label[i] for i in dist["id"]]}
-
-    async def collect(self) -> dict:
-        start, out = time.perf_counter(), []
-        async for chunk in self.stream():
-            out += chunk
-        return self.done(out, time.perf_counter() - start) | {"steps": out}
-
-    def done(self, out: list[dict], seconds: float) -> dict:
-        ids = self.ids + [d["id"] for d in out]
-        return {
-            "text": self.held.run.tokenizer.decode(ids),  # what `tinyformer sample` prints for these settings
-            "prompt_ids": self.ids,
-            "prompt_tokens": [self.held.run.tokenizer.decode([i]) for i in self.ids],
-            "ids": ids,
-            "settings": self.s.__dict__,
-            "ms_per_token": 1000 * seconds / max(len(out), 1),
-        }
-
-    def distribution_now(self) -> dict[str, list]:
-        return next(self.steps())["distribution"]
-
-
-async def events(job: Generation, slots: Slots):
-    """Server-sent events: `start` (the prompt's tokens), one `token` per step, then `done` (or `error`). The
-    slot is given back however the stream ends, a client that leaves included."""
-    out: list[dict] = []
-    try:
-        start = time.perf_counter()
-        yield sse(
-            "start", {"prompt_ids": job.ids, "prompt_tokens": [job.held.run.tokenizer.decode([i]) for i in job.ids]}
-        )
-        async for steps in job.stream():
-            out += steps
-            yield "".join(sse("token", step) for step in steps)
-        yield sse("done", job.done(out, time.perf_counter() - start))
-    except UserError as e:
-        yield sse("error", {"error": str(e), "field": "run"})
-    except Exception as e:  # a bug of ours mid-stream: logged here, one line to the client, as for a request
-        traceback.print_exception(e, file=sys.stderr)
-        yield sse("error", {"error": f"internal error ({type(e).__name__}); see the server's log", "field": ""})
-    finally:
-        slots.release()
-
-
-def sse(event: str, data: dict) -> str:
-    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
-
-
-# ---- errors and limits ------------------------------------------------------------------------------------
-def add_errors(app: FastAPI, limits: Limits) -> None:
-    @app.exception_handler(Bad)
-    def bad(_: Request, e: Bad) -> JSONResponse:
-        return JSONResponse({"error": str(e), "field": e.field}, status_code=e.status)
-
-    @app.exception_handler(RequestValidationError)
-    def invalid(_: Request, e: RequestValidationError) -> JSONResponse:
-        first = e.errors()[0]
-        if first["type"] == "json_invalid":  # its loc is the character offset, not a field
-            why = (first.get("ctx") or {}).get("error") or first["msg"]  # e.g. "Expecting value: line 1 column 9"
-            return JSONResponse({"error": f"the body is not JSON: {why}", "field": "body"}, 422)
-        loc = list(first["loc"])
-        field = ".".join(str(p) for p in (loc[1:] if loc and loc[0] in ("body", "query", "path") else loc))
-        if first["type"] == "value_error":  # our own rule (check_sampling): its message names field and value
-            return JSONResponse({"error": str(first["ctx"]["error"]), "field": field}, 422)
-        value = f" (got {first['input']!r:.60})" if "input" in first and field else ""
-        return JSONResponse({"error": f"{field or 'body'}: {first['msg']}{value}", "field": field or "body"}, 422)
-
-    @app.exception_handler(HTTPException)
-    def http(request: Request, e: HTTPException) -> JSONResponse:  # no route (404), wrong method (405), a body
-        field = {404: "path", 405: "method"}.get(e.status_code, "body")  # that cannot be decoded (400)
-        what = {
-            400: "the body cannot be parsed: it is not UTF-8 JSON",  # FastAPI's only 400 is a body it cannot decode
-            404: f"no {request.url.path}",
-            405: f"{request.method} is not allowed on {request.url.path}",
-        }
-        return JSONResponse({"error": what.get(e.status_code, str(e.detail)), "field": field}, e.status_code)
-
-    @app.exception_handler(Exception)
-    def crash(_: Request, e: Exception) -> JSONResponse:  # a bug of ours: logged here, one line to the client
-        traceback.print_exception(e, file=sys.stderr)
-        return JSONResponse({"error": f"internal error ({type(e).__name__}); see the server's log", "field": ""}, 500)
-
-    app.add_middleware(BodyLimit, limit=limits.max_body)
-
-
-class BodyLimit:
-    """ASGI middleware: a body over `limit` bytes is refused with a 413, by its Content-Length or, when it has
-    none (chunked), once that many bytes have arrived; such a body is read here and handed on whole."""
-
-    def __init__(self, app, limit: int) -> None:
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        size = dict(scope["headers"]).get(b"content-length", b"").decode("latin-1")
-        if size and (not size.isdigit() or int(size) > self.limit):
-            return await self.refuse(f"the request body is {size} bytes", scope, receive, send)
-        if size or scope["method"] in ("GET", "HEAD"):
-            return await self.app(scope, receive, send)
-        body, more = b"", True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
-                return
-            body, more = body + message.get("body", b""), message.get("more_body", False)
-            if len(body) > self.limit:
-                return await self.refuse("the request body is over that", scope, receive, send)
-        done = False
-
-        async def whole():
-            nonlocal done
-            if done:
-                return await receive()  # after the body: a disconnect, when the client leaves
-            done = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await self.app(scope, whole, send)
-
-    async def refuse(self, what: str, scope, receive, send) -> None:
-        msg = f"{what}; this server takes at most {self.limit} bytes (--max-body)"
-        await JSONResponse({"error": msg, "field": "body"}, 413)(scope, receive, send)
 
 
 # ---- running it ---------------------------------------------------------------------------------------------

@@ -4,10 +4,13 @@ request waits for without holding a thread."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,8 @@ class Slots:
 
     async def acquire(self, timeout: float) -> bool:
         """Take a slot (True), or give up after `timeout` seconds (False)."""
+        import asyncio  # here, not at the top: `tinyformer --help` reads the limits, and asyncio costs 40 ms
+
         loop = asyncio.get_running_loop()
         with self.lock:
             if self.free > 0 and not self.waiting:
