@@ -37,6 +37,7 @@ from tinyformer.files import input_file
 SCHEDULES = ("constant", "cosine", "noam")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # train.precision; `tinyformer.device` resolves "auto"
 MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-3, 1e3  # below: logits / T overflows; use 0 for greedy
+MAX_SAMPLE_TOKENS = 1_000_000  # a sample is generated whole, then written: 1e11 tokens ran for days, silent
 RENAMED = {  # section -> {old key: new key}
     "model": {"max_position": "block_size", "max_len": "block_size", "d_model": "n_embd"},
     "data": {"max_len": "seq_len"},  # classify's tokens per text (reverse keeps data.max_len: digits)
@@ -139,8 +140,8 @@ def check_sampling(name: str, value: Any) -> None:
         raise UserError(f"top_k={value} must be >= 0 (0 = off)")
     if name == "top_p" and not 0.0 < value <= 1.0:
         raise UserError(f"top_p={value} must be in (0, 1] (1 = off)")
-    if name == "tokens" and value < 0:
-        raise UserError(f"tokens={value} must be >= 0")
+    if name == "tokens" and not 0 <= value <= MAX_SAMPLE_TOKENS:
+        raise UserError(f"tokens={value} must be in [0, {MAX_SAMPLE_TOKENS:,}]")
     if name == "prompt" and not value:
         raise UserError("the prompt is empty; give at least one character (e.g. --prompt $'\\n')")
     if name == "seed":
