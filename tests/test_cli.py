@@ -115,6 +115,20 @@ def test_sample_and_info(trained, capsys):
 
 
 @pytest.mark.slow
+def test_info_plot_draws_the_loss_curve_from_the_log_any_time(trained, tmp_path, capsys):
+    import shutil
+
+    import matplotlib.image
+
+    run = shutil.copytree(trained, tmp_path / "run")
+    (run / "loss.png").unlink()
+    assert main(["info", str(run), "--plot"]) == 0
+    assert f"drew {run / 'loss.png'}" in capsys.readouterr().out
+    png = matplotlib.image.imread(run / "loss.png")
+    assert png.ndim == 3 and png.shape[0] > 200 and png.shape[1] > 300
+
+
+@pytest.mark.slow
 def test_sample_with_and_without_the_cache_print_the_same_text(trained):
     args = ("sample", str(trained), "--prompt", "ROMEO:", "--tokens", "80", "--seed", "5")  # 86 > block_size 32
     cached, naive = cli(*args), cli(*args, "--no-cache")

@@ -167,3 +167,17 @@ def test_compiled_model_trains_like_the_eager_one(text_file, tmp_path):
     assert abs(a.best_val - b.best_val) < 1e-4
     wa, wb = weights(eager), weights(compiled)
     assert all(torch.allclose(wa[k], wb[k], atol=1e-5) for k in wa)
+
+
+def test_the_loss_plot_is_drawn_once_per_fit_not_at_every_save(tmp_path, monkeypatch):
+    torch.manual_seed(0)
+    model = MiniGPT(GPTConfig(vocab_size=20, block_size=8, n_layer=1, n_head=2, n_embd=16, dropout=0.0))
+    x, y = torch.randint(0, 20, (2, 8)), torch.randint(0, 20, (2, 8))
+    cfg = TrainConfig(max_iters=4, eval_interval=1, eval_iters=1, log_interval=1, device="cpu", precision="fp32")
+    drawn, saves = [], []
+    monkeypatch.setattr(ckpt, "plot_run", lambda run_dir: drawn.append(ckpt.read_metrics(run_dir / ckpt.METRICS)))
+    real_save = ckpt.save_checkpoint
+    monkeypatch.setattr(ckpt, "save_checkpoint", lambda *a, **k: saves.append(real_save(*a, **k)))
+    Trainer(model, FixedBatch(x, y), cfg, tmp_path, progress=False).fit()
+    assert len(saves) == 5 and len(drawn) == 1  # step 0 and four evaluations saved; one plot, at the end
+    assert [r["step"] for r in drawn[0] if r["split"] == "val"] == [0, 1, 2, 3, 4]  # of the whole log

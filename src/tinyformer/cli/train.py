@@ -103,11 +103,16 @@ def cmd_train(a: argparse.Namespace) -> int:
 
 def add_info(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", help="run folder")
+    p.add_argument("--plot", action="store_true", help="also draw RUN/loss.png from its log now (mid-training too)")
 
 
 def cmd_info(a: argparse.Namespace) -> int:
     from tinyformer.info import describe
     from tinyformer.runs import load_run
+    from tinyformer.train.checkpoint import plot_run
 
-    print(describe(load_run(a.run, weights="latest")))
+    run = load_run(a.run, weights="latest")
+    print(describe(run))
+    if a.plot:
+        print(f"drew {plot_run(run.path)}")
     return 0

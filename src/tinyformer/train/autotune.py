@@ -57,7 +57,7 @@ def _measure(trainer) -> BackendChoice:
     """Time each backend on one real batch: a training step, or, where training runs the same code with
     either (attention dropout on a CPU takes the manual path), the evaluation forward, where they differ."""
     task, model, device = trainer.task, trainer.model, trainer.device
-    batch = to_device(task.train_batch(trainer.c.batch_size, torch.Generator().manual_seed(0)), device)
+    batch = to_device(task.train_batch(trainer.config.batch_size, torch.Generator().manual_seed(0)), device)
     training = not (device.type == "cpu" and any(m.dropout > 0 for m in softmax_layers(model)))
 
     def step(name: str):
@@ -74,7 +74,7 @@ def _measure(trainer) -> BackendChoice:
         return run
 
     fields = {"model": _describe(model), "batch": _shapes(batch), "precision": trainer.precision, "training": training}
-    fields |= {"device": device.type, "compiled": trainer.c.compile}  # (the eager model is what is timed)
+    fields |= {"device": device.type, "compiled": trainer.config.compile}  # (the eager model is what is timed)
     was_training = model.training
     accelerator = device.type != "cpu"  # its generator (dropout there) is restored too, with the CPU's
     with torch.random.fork_rng([device] if accelerator else [], device_type=device.type if accelerator else None):

@@ -95,6 +95,15 @@ def read_metrics(path: Path) -> list[dict]:
     return rows
 
 
+def plot_run(run_dir: Path) -> Path:
+    """Draw RUN/loss.png from RUN/metrics.jsonl -> its path (at the end of each fit, and by `info --plot`)."""
+    from tinyformer.plots import plot_losses
+
+    png = Path(run_dir) / LOSS_PNG
+    plot_losses(read_metrics(Path(run_dir) / METRICS), png, Path(run_dir).resolve().name)
+    return png
+
+
 def metrics_rows(path: Path) -> tuple[list[dict], int]:
     """(the readable rows of metrics.jsonl, how many lines were not), quietly."""
     if not Path(path).is_file():

@@ -42,7 +42,6 @@ from tinyformer.config import TrainConfig
 from tinyformer.device import BackendChoice, autocast, configure, inference, resolve_precision
 from tinyformer.errors import UserError
 from tinyformer.files import atomic_write, make_dir
-from tinyformer.plots import plot_losses
 from tinyformer.train import autotune, distributed, guard
 from tinyformer.train import checkpoint as ckpt
 from tinyformer.train.distributed import World
@@ -77,6 +76,16 @@ def no_buffer_sync() -> dict:
     return {"broadcast_buffers": False}
 
 
+@dataclass
+class Step:
+    """One optimizer step as the log sums it: over the global batch, the same numbers on every rank."""
+
+    loss: float
+    tokens: int
+    seconds: float
+    metrics: dict[str, float]  # lr, grad_norm and the task's own (an empty dict: the step diverged)
+
+
 QUIET_S = 10.0  # without a progress bar (output not a terminal), the longest time between two printed lines
 
 
@@ -104,7 +113,7 @@ class Trainer:
     ) -> None:
         """`device`: where to train, resolved by the caller (default: `config.device` resolved here).
         `resume="inexact"`: a folder whose weights and state disagree continues from its weights, optimizer anew."""
-        self.c, self.task, self.run_dir, self.progress = config, task, Path(run_dir), progress
+        self.config, self.task, self.run_dir, self.progress = config, task, Path(run_dir), progress
         self.world = world or World()
         make_dir(self.run_dir)
         self.device = device or distributed.train_device(config.device, self.world)
@@ -138,12 +147,12 @@ class Trainer:
     # ---- the loop ------------------------------------------------------------
     def fit(self, until: int | None = None) -> FitResult:
         """Train to `max_iters` (or stop early after step `until`, saving a resumable state)."""
-        end = self.c.max_iters if until is None else min(until, self.c.max_iters)
+        end = self.config.max_iters if until is None else min(until, self.config.max_iters)
         status = "finished"
-        window: list[tuple[float, int, float, dict]] = []  # (loss, tokens, seconds, metrics)
+        window: list[Step] = []  # the steps since the last logged line
         self.model.train()
         if hasattr(self.task, "seek"):  # a task whose batches follow each other (epochs): where this step's are
-            self.task.seek(self.step * self.c.grad_accum)
+            self.task.seek(self.step * self.config.grad_accum)
         with self._catch_signals(), self._bar(end) as bar:
             if not (self.run_dir / ckpt.STATE).exists():  # a new run: step 0 is a multiple of eval_interval too
                 self._evaluate(bar, initial=True)  # its loss before training; a checkpoint to fall back on
@@ -154,29 +163,28 @@ class Trainer:
                     break
                 window.append(done)
                 self.step += 1
-                if self.step % self.c.log_interval == 0 or self.step == end:
+                if self.step % self.config.log_interval == 0 or self.step == end:
                     self._log_train(window, bar)
                     window = []
-                if self.step % self.c.eval_interval == 0 or self.step == self.c.max_iters:
+                if self.step % self.config.eval_interval == 0 or self.step == self.config.max_iters:
                     self._evaluate(bar)
                 bar.update(1)
                 if self._stop:
                     status = "interrupted"
                     break
-            if status not in ("interrupted", "diverged") and self.step < self.c.max_iters:
+            if status not in ("interrupted", "diverged") and self.step < self.config.max_iters:
                 status = "stopped"
             if status in ("stopped", "interrupted"):
                 self.save()  # a finished run was saved by its last evaluation; a diverged one keeps its last
+        if self.world.main:
+            self.plot()  # once per fit, not at every save: `tinyformer info RUN --plot` redraws it any time
         distributed.barrier(self.world)  # no rank leaves before rank 0 has written
         self.log.close()
         return FitResult(status, self.step, self.best_val, self.train_seconds, self.diverged)
 
-    def _train_step(self) -> tuple[float, int, float, dict]:
-        """One optimizer step over `grad_accum` micro-batches -> (loss, tokens, seconds, metrics).
-
-        Loss, tokens and metrics are over the global batch (all ranks), the same numbers on every rank.
-        """
-        c, world = self.c, self.world
+    def _train_step(self) -> Step:
+        """One optimizer step over `grad_accum` micro-batches."""
+        c, world = self.config, self.world
         lr = lr_at(self.step, c)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -206,8 +214,8 @@ class Trainer:
         if not (math.isfinite(loss_sum) and (math.isfinite(norm) or overflow)):  # stop before the update
             self.optimizer.zero_grad(set_to_none=True)
             rerun = functools.partial(self._forward_only, batch)
-            self.diverged = guard.diagnose(self.step + 1, loss_sum, norm, self.model, rerun, lr, self.c.lr)
-            return loss_sum, tokens, 0.0, {}
+            self.diverged = guard.diagnose(self.step + 1, loss_sum, norm, self.model, rerun, lr, self.config.lr)
+            return Step(loss_sum, tokens, 0.0, {})
         if self.scaler is not None:
             self.scaler.step(self.optimizer)  # skipped if the fp16 gradients overflowed; the scale then shrinks
             self.scaler.update()
@@ -218,7 +226,7 @@ class Trainer:
         self.step_seconds.append(dt)
         self.train_seconds += dt
         self.tokens_seen += tokens
-        return loss_sum, tokens, dt, {"lr": lr, "grad_norm": norm, **metrics}
+        return Step(loss_sum, tokens, dt, {"lr": lr, "grad_norm": norm, **metrics})
 
     def _scale(self, loss: torch.Tensor) -> torch.Tensor:
         return loss if self.scaler is None else self.scaler.scale(loss)
@@ -255,11 +263,11 @@ class Trainer:
         )
         self._last_line = time.monotonic()
 
-    def _log_train(self, window: list, bar) -> None:
-        seconds = sum(w[2] for w in window)
-        tps = sum(w[1] for w in window) / max(seconds, 1e-9)
-        loss = sum(w[0] for w in window) / len(window)
-        extra = {k: sum(w[3][k] for w in window) / len(window) for k in window[-1][3]}
+    def _log_train(self, window: list[Step], bar) -> None:
+        seconds = sum(s.seconds for s in window)
+        tps = sum(s.tokens for s in window) / max(seconds, 1e-9)
+        loss = sum(s.loss for s in window) / len(window)
+        extra = {k: sum(s.metrics[k] for s in window) / len(window) for k in window[-1].metrics}
         self._record({"split": "train", "loss": loss, "tokens_per_s": tps, **extra}, bar)
         if self.world.main:
             bar.set_postfix(loss=f"{loss:.3f}", lr=f"{extra['lr']:.2e}", tok_s=f"{tps:,.0f}", refresh=False)
@@ -276,7 +284,7 @@ class Trainer:
     # ---- checkpoints ------------------------------------------------------------
     def save(self, best: bool = False) -> None:
         """One checkpoint (`checkpoint.save_checkpoint`): the latest weights, everything needed to resume and,
-        with `best`, these weights as best.safetensors; then refresh loss.png (rank 0 only)."""
+        with `best`, these weights as best.safetensors (rank 0 only)."""
         if not self.world.main:
             return
         rng = {"torch": torch.get_rng_state(), "data": self.data_rng.get_state()}
@@ -301,7 +309,10 @@ class Trainer:
             parts[ckpt.BEST] = ckpt.weights_writer(self.model)
         ckpt.save_checkpoint(self.run_dir, parts, self.step, last=self.saved_step)
         self.saved_step = self.step
-        plot_losses(ckpt.read_metrics(self.run_dir / ckpt.METRICS), self.run_dir / ckpt.LOSS_PNG, self.run_dir.name)
+
+    def plot(self) -> Path:
+        """Draw loss.png from metrics.jsonl (what `tinyformer info RUN --plot` does for any run)."""
+        return ckpt.plot_run(self.run_dir)
 
     def _load(self, inexact: bool = False) -> dict | None:
         """Everything a resumed run needs, checked before anything is changed (a bad file is a UserError).
@@ -316,9 +327,9 @@ class Trainer:
             if not inexact:
                 raise
             return self._load_weights_only()
-        if self.c.max_iters < state["step"]:
+        if self.config.max_iters < state["step"]:
             raise UserError(
-                f"train.max_iters={self.c.max_iters} is below step {state['step']}, where this run already is; "
+                f"train.max_iters={self.config.max_iters} is below step {state['step']}, where this run already is; "
                 "give a larger value to continue it"
             )
         ckpt.load_weights(self.model, self.run_dir / ckpt.WEIGHTS)
@@ -337,7 +348,7 @@ class Trainer:
 
     def _say_batch_change(self, before: int) -> None:
         """A run resumed with another number of processes trains on another global batch: say so, once."""
-        now, b = self.world.size, self.c.batch_size
+        now, b = self.world.size, self.config.batch_size
         if before != now and self.world.main:
             keep = before * b / now
             hint = f"--set train.batch_size={keep:.0f} keeps it" if keep == int(keep) else "no batch size keeps it"
@@ -359,14 +370,16 @@ class Trainer:
         ckpt.load_weights(self.model, self.run_dir / ckpt.WEIGHTS)
         state = ckpt.load_state(self.run_dir / ckpt.STATE)
         self.step = self.saved_step = ckpt.weights_step(self.run_dir / ckpt.WEIGHTS) or 0
-        if self.c.max_iters <= self.step:
-            raise UserError(f"train.max_iters={self.c.max_iters} is not past step {self.step}, where the weights are")
+        if self.config.max_iters <= self.step:
+            raise UserError(
+                f"train.max_iters={self.config.max_iters} is not past step {self.step}, where the weights are"
+            )
         rows = self._metrics_up_to(self.step)
         scores = [r[self.task.select] for r in rows if r.get("split") == "val" and self.task.select in r]
         self.best_val = min(scores, default=state["best_val"])  # what best.safetensors may hold by now
         self.train_seconds, self.tokens_seen = state["train_seconds"], state["tokens_seen"]
-        self.data_rng.manual_seed(self.c.seed + self.step)  # new batches, not those of step 1 again
-        torch.manual_seed(self.c.seed + self.step)
+        self.data_rng.manual_seed(self.config.seed + self.step)  # new batches, not those of step 1 again
+        torch.manual_seed(self.config.seed + self.step)
         if self.world.main:
             print(
                 f"note: {ckpt.WEIGHTS} and {ckpt.STATE} are from different steps; --inexact: continuing from "
