@@ -29,11 +29,11 @@ from torch import nn
 from tinyformer.attention import masks
 from tinyformer.attention.dropout import Dropout
 from tinyformer.attention.multihead import BACKENDS, KINDS
-from tinyformer.attention.positions import Rotary
 from tinyformer.config import check_fields
 from tinyformer.data.tokenizers import IGNORE
 from tinyformer.errors import UserError
 from tinyformer.layers.blocks import TransformerBlock
+from tinyformer.layers.embeddings import add_token_and_position_tables, tokens_and_learned_positions
 from tinyformer.layers.init import normal_init
 from tinyformer.models.outputs import AttentionPart, EncoderOutput, ModelOutput
 
@@ -91,10 +91,7 @@ class BertEncoder(nn.Module):
         if config.vocab_size <= 0:
             raise ValueError("BertConfig.vocab_size must be set (> 0) before building the model")
         c = self.config = config
-        self.tok_emb = nn.Embedding(c.vocab_size, c.n_embd)
-        if c.positions == "learned":
-            self.pos_emb = nn.Embedding(c.block_size, c.n_embd)
-        self.rope = Rotary(c.n_embd // c.n_head) if c.positions == "rope" else None
+        add_token_and_position_tables(self, c.vocab_size, c.n_embd, c.block_size, c.positions, c.n_embd // c.n_head)
         self.seg_emb = nn.Embedding(c.type_vocab_size, c.n_embd)
         self.ln_emb = nn.LayerNorm(c.n_embd, eps=c.layer_norm_eps)
         self.drop = Dropout(c.dropout)
@@ -121,9 +118,7 @@ class BertEncoder(nn.Module):
             raise ValueError(f"sequence length {T} exceeds block_size={self.config.block_size}")
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)  # (B, T)
-        x = self.tok_emb(input_ids) + self.seg_emb(token_type_ids)  # (B, T, D)
-        if self.rope is None:
-            x = x + self.pos_emb(torch.arange(T, device=input_ids.device))  # (B, T, D) + (T, D)
+        x = tokens_and_learned_positions(self, input_ids) + self.seg_emb(token_type_ids)  # (B, T, D)
         return self.drop(self.ln_emb(x))
 
     def forward(

@@ -30,10 +30,11 @@ from tinyformer.attention.dropout import Dropout
 from tinyformer.attention.kv_cache import KVCache
 from tinyformer.attention.linear import LinearState
 from tinyformer.attention.multihead import BACKENDS, KINDS
-from tinyformer.attention.positions import POSITIONS, Rotary, sinusoidal_table
+from tinyformer.attention.positions import POSITIONS, sinusoidal_table
 from tinyformer.config import check_fields
 from tinyformer.errors import UserError
 from tinyformer.layers.blocks import TransformerBlock
+from tinyformer.layers.embeddings import add_token_and_position_tables, tokens_and_learned_positions
 from tinyformer.layers.feedforward import FFN_KINDS
 from tinyformer.layers.init import normal_init
 from tinyformer.models.outputs import AttentionPart, ModelOutput
@@ -118,10 +119,9 @@ class MiniGPT(nn.Module):
         if config.vocab_size <= 0:
             raise ValueError("GPTConfig.vocab_size must be set (> 0) before building the model")
         c = self.config = config
-        self.tok_emb = nn.Embedding(c.vocab_size, c.n_embd)
-        if c.positions == "learned":
-            self.pos_emb = nn.Embedding(c.block_size, c.n_embd)
-        self.rope = Rotary(c.n_embd // c.n_head, c.rope_base) if c.positions == "rope" else None
+        add_token_and_position_tables(
+            self, c.vocab_size, c.n_embd, c.block_size, c.positions, c.n_embd // c.n_head, c.rope_base
+        )
         self.drop = Dropout(c.dropout if c.embedding_dropout else 0.0)
         self.blocks = nn.ModuleList(
             TransformerBlock(
@@ -192,14 +192,8 @@ class MiniGPT(nn.Module):
     def embed(self, idx: torch.Tensor, start: int) -> torch.Tensor:
         """idx (B, T) at positions [start, start+T) -> token (+ position) embeddings (B, T, D)."""
         c, T = self.config, idx.size(1)
-        x = self.tok_emb(idx)  # (B, T, D)
-        if c.positions == "learned":
-            if start + T > c.block_size:
-                raise ValueError(
-                    f"positions up to {start + T} exceed block_size={c.block_size}: learned positions stop there"
-                )
-            x = x + self.pos_emb(torch.arange(start, start + T, device=idx.device))  # (T, D) broadcast over B
-        elif c.positions == "sinusoidal":  # scaled to the token embeddings' init std, as Vaswani's sqrt(D) does
+        x = tokens_and_learned_positions(self, idx, start)  # (B, T, D)
+        if c.positions == "sinusoidal":  # scaled to the token embeddings' init std, as Vaswani's sqrt(D) does
             x = x + self.pe_scale * sinusoidal_table(T, c.n_embd, start).to(x.device, x.dtype)
         return self.drop(x)
 
