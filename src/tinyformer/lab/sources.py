@@ -53,28 +53,13 @@ class Source:
         return [shlex.split(c) for c in ((self.quick or self.commands) if quick else self.commands)]
 
 
-TAGGING_MLM = "experiments/tagging/pretrain-mlm"
-
-
 def _study(name: str) -> Source:
-    run = f"experiment {name} --out {{dir}}"
-    if name == "classifiers-minilm":  # by default it writes beside the bake-off, whose cells its report sums up
-        return Source(
-            f"experiments/{name}",
-            (run,),
-            (f"{run} --quick",),
-            done="report_minilm.md",
-            folder="experiments/classifiers",
-        )
-    if name == "qa":  # at CI size it starts from the tagging study's masked LM instead of training its own
-        return Source(f"experiments/{name}", (run,), (f"{run} --quick --mlm {{runs}}/{TAGGING_MLM}",))
-    return Source(f"experiments/{name}", (run,), (f"{run} --quick",))
+    study, run = EXPERIMENTS[name], f"experiment {name} --out {{dir}}"
+    quick = " ".join([run, "--quick", study.quick_args]).strip()
+    return Source(f"experiments/{name}", (run,), (quick,), done=study.report, folder=study.folder)
 
 
-# Every study of `EXPERIMENTS` but the tokenizer one, which no item of the guide quotes (its BPE training is
-# minutes of the quick build that no page would read).
-NOT_IN_GUIDE = ("tokenizers",)
-STUDIES = tuple(name for name in EXPERIMENTS if name not in NOT_IN_GUIDE)
+STUDIES = tuple(name for name, study in EXPERIMENTS.items() if study.in_guide)
 
 
 def _reverse_cells() -> list[Source]:
