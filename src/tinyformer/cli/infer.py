@@ -27,14 +27,14 @@ def add_args(p: argparse.ArgumentParser, args: list[Arg]) -> None:
 
 def options(a: argparse.Namespace, run, accepted: tuple[Arg, ...], every: list[Arg]) -> dict:
     """The options the user gave, checked against what the run's task accepts; texts must be valid UTF-8."""
-    names = {arg.dest for arg in accepted}
-    given = {arg.dest: getattr(a, arg.dest) for arg in every}
-    given = {k: v for k, v in given.items() if v is not None and v is not False}
-    for key, value in given.items():
-        if key not in names:
-            raise UserError(f"--{key.replace('_', '-')} does not apply to a {run.config.task!r} run")
-        if isinstance(value, str):
-            utf8(value)
+    names, given = {arg.dest for arg in accepted}, {}
+    for arg in every:
+        value = getattr(a, arg.dest)
+        if value is None or value is False:
+            continue
+        if arg.dest not in names:
+            raise UserError(f"{arg.flag} does not apply to a {run.config.task!r} run")
+        given[arg.dest] = utf8(value) if isinstance(value, str) else value
     return given
 
 
