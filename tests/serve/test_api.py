@@ -486,3 +486,22 @@ def test_serve_warns_off_loopback_and_refuses_bad_limits(capsys, runs_root):
 
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.2")
+
+
+def test_the_page_draws_every_view_and_panel_the_contract_declares_and_calls_every_route_but_one(client):
+    """The page's tables of views and panel drawings are the contract's (`tasks.base.VIEWS`, `PANELS`), and it
+    calls every /api route but next-token, which the app's docstring lists as API only."""
+    import re
+
+    import tinyformer.serve.app as app_module
+    from tinyformer.tasks.base import PANELS, VIEWS
+
+    js = (Path(app_module.__file__).parent / "static" / "app.js").read_text(encoding="utf-8")
+    views = re.search(r"const VIEWS = \[(.*?)\];", js).group(1)
+    assert re.findall(r'"(\w+)"', views) == list(VIEWS)
+    drawings = re.search(r"const PANELS = \{\n(.*?)\n\};", js, re.S).group(1)
+    assert sorted(re.findall(r"^  (\w+): ", drawings, re.M)) == sorted(PANELS)
+    routes = {r.path for r in client.app.routes if r.path.startswith("/api/")}
+    called = set(re.findall(r"[\"`](/api/[a-z-]+)", js))
+    assert routes - called == {"/api/next-token", "/api/openapi.json"} and called <= routes  # (+ the schema)
+    assert "API only" in app_module.__doc__

@@ -1,10 +1,12 @@
-"""The playground's web app: one page (static/) and the JSON API under /api that the page uses, and only it.
+"""The playground's web app: one page (static/) and the JSON API under /api. The page uses every route but
+next-token, which is there for scripts and notebooks (a distribution without generating).
 
 - `GET  /api/runs`        the runs under the root, each with its task's views and inputs
 - `GET  /api/run?run=`    one run: what `tinyformer info` prints, its config and its loss curves
 - `POST /api/generate`    a language model's continuation, as `tinyformer sample` gives it; `"stream": true`
                           sends each token as a server-sent event, with the step's next-token distribution
-- `POST /api/next-token`  the next-token distribution after a prompt (what top-k, top-p and temperature do)
+- `POST /api/next-token`  the next-token distribution after a prompt (what top-k, top-p and temperature do);
+                          API only: the page reads each step's distribution from the generate stream
 - `POST /api/attention`   the attention from one token of a text (or of ids), every layer x head, head roles
 - `POST /api/predict`     the task's answer as panels (`Task.play`): probabilities, tags, a span, a matrix
 

@@ -2,6 +2,9 @@
 // (/api/runs: "generate", "predict", "attention") has one drawing here; no task is named.
 "use strict";
 
+// The views a run may declare (tinyformer.tasks.base.VIEWS; a test keeps them equal): each is a section of the page.
+const VIEWS = ["generate", "predict", "attention"];
+
 const $ = (id) => document.getElementById(id);
 const state = { run: null, ids: [], labels: [], dists: [], promptLength: 0, abort: null, selected: null };
 
@@ -57,7 +60,7 @@ async function openRun(name) {
   $("task").textContent = `${run.task} run, step ${run.step} of ${run.max_iters}`;
   $("info").textContent = run.info;
   drawCurve(run.metrics);
-  for (const view of ["generate", "predict", "attention"]) $(view).hidden = !run.views.includes(view);
+  for (const view of VIEWS) $(view).hidden = !run.views.includes(view);
   $("att-text").hidden = run.views.includes("generate");
   $("grid").replaceChildren(); $("att-tokens").replaceChildren(); $("att-title").textContent = "";
   if (run.views.includes("generate")) setUpGenerate(run);
@@ -286,23 +289,28 @@ function setUpPredict(run) {
   $("panels").replaceChildren();
 }
 
-function drawPanel(p) {
-  const box = el("div", { class: "panel" }, el("h3", { text: p.title }));
-  if (p.kind === "text") box.append(el("pre", { text: p.text }));
-  if (p.kind === "bars") {
+// One drawing per panel kind that `Task.play` may return (tinyformer.tasks.base.PANELS; a test keeps them equal).
+const PANELS = {
+  text: (box, p) => box.append(el("pre", { text: p.text })),
+  bars: (box, p) => {
     const top = Math.max(...p.values) || 1;
     p.labels.forEach((label, i) => box.append(el("div", { class: "dist-row" }, el("span", { class: "label", text: label }),
       el("div", { class: "bars" }, el("div", { class: "bar final", style: `width:${(100 * p.values[i]) / top}%` })),
       el("span", { text: p.values[i].toFixed(4) }))));
-  }
-  if (p.kind === "tags") p.words.forEach((w, i) => box.append(el("span", { class: "tagged" }, w, el("b", { text: p.tags[i] }))));
-  if (p.kind === "span") box.append(el("p", {}, p.text.slice(0, p.start), el("mark", { text: p.text.slice(p.start, p.end) }), p.text.slice(p.end)));
-  if (p.kind === "matrix") {
+  },
+  tags: (box, p) => p.words.forEach((w, i) => box.append(el("span", { class: "tagged" }, w, el("b", { text: p.tags[i] })))),
+  span: (box, p) => box.append(el("p", {}, p.text.slice(0, p.start), el("mark", { text: p.text.slice(p.start, p.end) }), p.text.slice(p.end))),
+  matrix: (box, p) => {
     const table = el("table", { class: "matrix" }, el("tr", {}, el("th"), ...p.cols.map((c) => el("th", { text: c }))));
     p.rows.forEach((r, i) => table.append(el("tr", {}, el("th", { text: r }), ...p.values[i].map((x) =>
       el("td", { style: `background: rgba(37, 99, 235, ${x}); color: ${x > 0.5 ? "#fff" : "#111"}`, text: x.toFixed(2) })))));
     box.append(table);
-  }
+  },
+};
+
+function drawPanel(p) {
+  const box = el("div", { class: "panel" }, el("h3", { text: p.title }));
+  PANELS[p.kind](box, p);
   if (p.note) box.append(el("p", { class: "note", text: p.note }));
   return box;
 }
