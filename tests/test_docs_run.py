@@ -1,16 +1,23 @@
 """Every command that README.md and the lab guide's pages print runs, in order, as written, in a fresh copy of
-the project, and ends with exit status 0.
+the project, and ends with exit status 0: one test per page, so a failure names its page and a page runs alone
+(`pytest tests/test_docs_run.py -k 3-encoder`).
 
-A command runs verbatim, with only size overrides appended so that the whole walk takes minutes: a few
-training steps (`--set train.max_iters=...`), `--quick` for a study (with `--out` where the full command would
-write, so the commands after it find its runs), one repeat for a benchmark, `--port 0` for the server. A command
-printed twice runs once. What cannot run here is listed with the reason (`SKIP`): the network, a second
-machine, the set-up commands themselves. Each study made at CI size earlier in the session (`quick_study`) is
-copied in first, so no study trains twice in one suite.
+A command runs verbatim, with only size overrides added so that the whole walk takes minutes: a few
+training steps (appended: they win) of a narrower model (a width the command sets itself wins) on small
+batches (`--set model.n_embd=... --set train.max_iters=...`),
+`--quick` for a study (with `--out` where the full command would write, so the commands after it find its
+runs), one repeat for a benchmark, `--port 0` for the server. A command printed twice runs once, on the first
+page that prints it. What cannot run here is listed with the reason (`SKIP`): the network, a second machine,
+the set-up commands themselves. A page that reads a run another page trains (`--out runs/lab/gpt`) trains it
+first, with that page's command. Each study made at CI size earlier in the session (`quick_study`) is copied
+in first, so no study trains twice in one suite.
 
-The README's commands run with the user's install (`user_install`: the wheel with the extras `make demo`
-installs, in a venv of its own), as a reader who ran `make demo` would run them; the guide's may use the suite's
-full environment. The guide's English and Chinese pages print the same commands; the English ones run.
+Commands run as children forked from a warm parent (`tests/warm.py`) that has imported the CLI, torch,
+matplotlib and transformers once: each keeps its own exit status, working folder and input, as a new process
+would, without paying a cold start 100 times. `serve` and `chat` run as real processes (a server and a
+terminal). The README's commands run with the user's install (`user_install`: the wheel with the extras
+`make demo` installs, in a venv of its own), as a reader who ran `make demo` would run them; the guide's use the
+suite's full environment. The guide's English and Chinese pages print the same commands; the English ones run.
 """
 
 from __future__ import annotations
@@ -28,39 +35,72 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import fresh_copy, needs_play
-from tinyformer.experiments import EXPERIMENTS
+from tests.warm import WarmParent
+from tinyformer.lab.sources import STUDIES
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs" / "lab" / "en").glob("*.md"))]
+PAGES = {page.name: page for page in [ROOT / "README.md", *sorted((ROOT / "docs" / "lab" / "en").glob("*.md"))]}
 SKIP = {  # a command (or what it starts with) -> why it does not run here
     "make demo": "the set-up command itself: its training is the lab/demo source, made by the lab's quick build",
     "make test": "the set-up command itself: the suite this test is part of",
     "source .venv/bin/activate": "shell set-up (the test calls the package's own interpreter)",
     "tinyformer viz bert --model bert-base-chinese": "needs the network once (bert-base-chinese from the hub)",
 }
-STEPS = ["train.max_iters=2", "train.eval_interval=2", "train.log_interval=1"]
-SIZE = {  # the task of `tinyformer train TASK` -> its size overrides
-    "gpt": [*STEPS, "train.eval_iters=1", "sample.tokens=20"],
-    "reverse": [*STEPS, "data.n_train=64", "data.n_val=16"],
-    "mlm": [*STEPS, "train.eval_iters=1"],
-    "classify": STEPS,
-    "tag": STEPS,
-    "qa": STEPS,
+STEPS = ["train.max_iters=2", "train.eval_interval=2", "train.log_interval=1", "train.batch_size=4"]
+NARROW = ["model.n_embd=32", "model.d_ff=64"]  # widths; depths stay, a command may name a layer
+SIZE = {  # the task of `tinyformer train TASK` -> (widths: the command's own setting wins, steps and data: ours)
+    "gpt": (["model.n_embd=32"], [*STEPS, "train.eval_iters=1", "sample.tokens=20"]),
+    "reverse": (NARROW, [*STEPS, "data.n_train=64", "data.n_val=16"]),
+    "mlm": (NARROW, [*STEPS, "train.eval_iters=1"]),
+    "classify": ([*NARROW, "model.hidden=32", "model.n_filters=8"], STEPS),
+    "tag": (NARROW, STEPS),
+    "qa": (NARROW, STEPS),
 }
+LIVE = {"serve", "chat"}  # real processes: a server asked over HTTP, a terminal given a line
 
 
 def printed_commands() -> list[tuple[str, str]]:
     """(page, command) for every command line of a code block, in page order, each distinct command once."""
     seen: dict[str, str] = {}
-    for page in PAGES:
+    for name, page in PAGES.items():
         fenced = False
         for line in page.read_text(encoding="utf-8").splitlines():
             if line.lstrip().startswith("```"):
                 fenced = not fenced
             elif fenced and re.match(r"(tinyformer|make|source|python|torchrun) ", line.strip()):
                 command = shlex.join(shlex.split(line, comments=True))
-                seen.setdefault(command, page.name)
+                seen.setdefault(command, name)
     return [(page, command) for command, page in seen.items()]
+
+
+def out_of(command: str) -> str | None:
+    """The run folder a training command writes (its --out), else None."""
+    argv = shlex.split(command)
+    if argv[1] == "train" and "--out" in argv:
+        return argv[argv.index("--out") + 1]
+    return None
+
+
+def walk(page: str, commands: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The commands a page runs, in order: first the trainings of other pages whose runs it reads, then its own."""
+    own = [command for p, command in commands if p == page]
+    made_here = {out_of(c) for c in own}
+    needs = [
+        (p, c)
+        for p, c in commands
+        if p != page
+        and out_of(c)
+        and out_of(c) not in made_here
+        and any(re.search(rf"(^| ){re.escape(out_of(c))}( |/|$)", mine) for mine in own)
+    ]
+    return needs + [(page, c) for c in own]
+
+
+def studies_read(steps: list[tuple[str, str]], commands: list[tuple[str, str]]) -> list[str]:
+    """The studies these commands make or read (`experiment NAME`, `runs/experiments/NAME/...`), except those
+    whose cells the pages train by hand."""
+    named = {m for _, c in steps for m in re.findall(r"(?:experiment |runs/experiments/)([a-z0-9-]+)", c)}
+    return [name for name in STUDIES if name in named and not by_hand(name, commands)]
 
 
 def skipped(command: str) -> str | None:
@@ -73,10 +113,11 @@ def by_hand(study: str, commands: list[tuple[str, str]]) -> bool:
 
 
 def sized(argv: list[str], commands: list[tuple[str, str]]) -> list[str]:
-    """The command with its size overrides appended."""
+    """The command with its size overrides added."""
     verb = argv[1]
-    if verb == "train":
-        return argv + [a for o in SIZE[argv[2]] for a in ("--set", o)]
+    if verb == "train":  # widths before the command's own options (a width it sets wins), steps after them
+        widths, steps = ([a for o in group for a in ("--set", o)] for group in SIZE[argv[2]])
+        return argv[:3] + widths + argv[3:] + steps
     if verb == "experiment":
         out = [] if "--out" in argv else ["--out", f"runs/experiments/{argv[2]}"]
         # a study whose cells the pages trained (tiny) reuses them as they are; --quick would ask for other sizes
@@ -89,23 +130,20 @@ def sized(argv: list[str], commands: list[tuple[str, str]]) -> list[str]:
     return argv
 
 
-def run(argv: list[str], cwd: Path, env: dict, user: Path | None = None) -> tuple[int, str]:
-    """Run one command in `cwd` -> (exit status, its output): with the `tinyformer` of the user's install (bin
-    folder `user`) for a README command, else with the suite's own. `serve` is started, asked once, then
-    stopped; `chat` gets one line and the end of its input."""
-    python = [str(user / "tinyformer")] if user else [sys.executable, "-m", "tinyformer"]
-    python += argv[1:]
+def live(python: list[str], argv: list[str], cwd: Path, env: dict) -> tuple[int, str]:
+    """`serve` is started, asked once, then stopped; `chat` gets one line and the end of its input."""
     if argv[1] == "serve":
-        return serve(python, cwd, env)
-    stdin = "To be\n" if argv[1] == "chat" else ""
-    p = subprocess.run(python, cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=900)
+        return serve(python + argv[1:], cwd, env)
+    p = subprocess.run(
+        python + argv[1:], cwd=cwd, env=env, input="To be\n", capture_output=True, text=True, timeout=300
+    )
     return p.returncode, p.stdout[-2000:] + p.stderr[-2000:]
 
 
-def serve(python: list[str], cwd: Path, env: dict) -> tuple[int, str]:
+def serve(command: list[str], cwd: Path, env: dict) -> tuple[int, str]:
     import httpx
 
-    p = subprocess.Popen(python, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = p.stdout.readline()
         url = line.split()[2]
@@ -117,33 +155,92 @@ def serve(python: list[str], cwd: Path, env: dict) -> tuple[int, str]:
     return p.returncode, line + answered + out + err[-2000:]
 
 
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory):
+    """`warm(bin_folder or None)`: the warm parent for that install's interpreter (None: the suite's own)."""
+    parents: dict = {}
+
+    def get(user: Path | None) -> WarmParent:
+        if user not in parents:
+            python = str(user / "python") if user else sys.executable
+            parents[user] = WarmParent(python, dict(os.environ), tmp_path_factory.mktemp("outputs"))
+        return parents[user]
+
+    yield get
+    for parent in parents.values():
+        parent.__exit__()
+
+
 @pytest.mark.slow
 @needs_play
-def test_every_command_of_the_readme_and_the_lab_guide_runs(tmp_path, quick_study, user_install, capsys):
-    copy = fresh_copy(tmp_path / "clone")
+@pytest.mark.parametrize("page", list(PAGES))
+def test_every_command_of_the_page_runs(page, tmp_path, quick_study, request, warm, capsys):
     commands = printed_commands()
-    for name in EXPERIMENTS:  # the studies the session made at CI size, where the commands will look for them
-        if name != "tokenizers" and not by_hand(name, commands):
-            study = quick_study(name).folder
-            for target in (f"runs/experiments/{name}", f"runs/experiments/{name}-quick"):
-                shutil.copytree(study, copy / target, dirs_exist_ok=True)
-    env = os.environ | {"PYTHONUNBUFFERED": "1"}
-    ran, skips, failures, start = 0, [], [], time.perf_counter()
-    for page, command in commands:
+    user = request.getfixturevalue("user_install") if page == "README.md" else None
+    copy = fresh_copy(tmp_path / "clone")
+    steps = walk(page, commands)
+    for name in studies_read(steps, commands):  # made at CI size once a session, where the commands look for them
+        study = quick_study(name).folder
+        for target in (f"runs/experiments/{name}", f"runs/experiments/{name}-quick"):
+            shutil.copytree(study, copy / target, dirs_exist_ok=True)
+    parent = warm(user)
+    python = [str(user / "tinyformer")] if user else [sys.executable, "-m", "tinyformer"]
+    times, skips, failures, start = [], [], [], time.perf_counter()
+    for where, command in steps:
         why = skipped(command)
         if why:
             skips.append(f"{command}  ({why})")
             continue
         argv = sized(shlex.split(command), commands)
-        code, output = run(argv, copy, env, user_install if page == "README.md" else None)
-        ran += 1
+        began, cpu = time.perf_counter(), "process"
+        if argv[1] in LIVE:
+            code, output = live(python, argv, copy, os.environ | {"PYTHONUNBUFFERED": "1"})
+        else:
+            code, output, spent = parent.run(argv[1:], copy)
+            cpu = f"{spent['cpu']:.1f} s CPU"
+        times.append((time.perf_counter() - began, cpu, command))
         if code != 0:
-            failures.append(f"{page}: {shlex.join(argv)} -> exit {code}\n{output}")
-    seconds = time.perf_counter() - start
+            failures.append(f"{where}: {shlex.join(argv)} -> exit {code}\n{output}")
+    slowest = "\n  ".join(f"{s:5.1f} s ({cpu})  {c}" for s, cpu, c in sorted(times, reverse=True)[:5])
     with capsys.disabled():
-        print(f"\n{ran} documented commands ran in {seconds:.0f} s; {len(skips)} skipped:\n  " + "\n  ".join(skips))
+        print(f"\n{page}: {len(times)} commands ran in {time.perf_counter() - start:.0f} s; slowest:\n  {slowest}")
+        if skips:
+            print(f"  {len(skips)} skipped:\n  " + "\n  ".join(skips))
     assert not failures, "\n\n".join(failures)
-    assert ran >= 90
+    assert times, f"{page} prints no command that runs here"
+
+
+def test_a_page_trains_first_the_runs_it_reads_from_another_page():
+    """The walk of a page alone: a run trained on an earlier page comes first, and only the ones it reads."""
+    commands = [
+        ("a.md", "tinyformer train gpt --out runs/lab/gpt"),
+        ("a.md", "tinyformer train gpt --out runs/lab/gpt-wide"),
+        ("b.md", "tinyformer viz attention runs/lab/gpt --layer 3"),
+        ("b.md", "tinyformer train gpt --out runs/mine"),
+        ("b.md", "tinyformer sample runs/mine"),
+    ]
+    assert walk("b.md", commands) == [commands[0], *commands[2:]]
+    assert walk("a.md", commands) == commands[:2]
+
+
+def test_the_size_overrides_cut_steps_always_and_widths_unless_the_command_sets_its_own():
+    from tinyformer.config import resolve
+    from tinyformer.tasks import TASKS
+
+    argv = sized(shlex.split("tinyformer train reverse --set model.d_ff=341 --set train.max_iters=600 --out x"), [])
+    overrides = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]
+    config = resolve(TASKS["reverse"].default_config(), [], overrides)
+    assert (config.model.d_ff, config.model.n_embd, config.train.max_iters) == (341, 32, 2)
+
+
+def test_every_page_prints_commands_and_every_training_has_sizes():
+    commands = printed_commands()
+    assert {page for page, _ in commands} == set(PAGES)
+    assert len(commands) >= 90
+    for _, command in commands:
+        argv = shlex.split(command)
+        if argv[0] == "tinyformer" and argv[1] == "train":
+            assert argv[2] in SIZE, f"no size overrides for `train {argv[2]}`: {command}"
 
 
 @pytest.mark.slow
