@@ -36,6 +36,7 @@ import pytest
 
 from tests.conftest import fresh_copy, needs_play
 from tests.warm import WarmParent
+from tinyformer.experiments import EXPERIMENTS
 from tinyformer.lab.sources import STUDIES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,8 +182,9 @@ def test_every_command_of_the_page_runs(page, tmp_path, quick_study, request, wa
     steps = walk(page, commands)
     for name in studies_read(steps, commands):  # made at CI size once a session, where the commands look for them
         study = quick_study(name).folder
-        for target in (f"runs/experiments/{name}", f"runs/experiments/{name}-quick"):
-            shutil.copytree(study, copy / target, dirs_exist_ok=True)
+        home = EXPERIMENTS[name].folder  # where it writes by default when that is not experiments/NAME
+        for target in [f"experiments/{name}", f"experiments/{name}-quick", *([home] if home else [])]:
+            shutil.copytree(study, copy / "runs" / target, dirs_exist_ok=True)
     parent = warm(user)
     python = [str(user / "tinyformer")] if user else [sys.executable, "-m", "tinyformer"]
     times, skips, failures, start = [], [], [], time.perf_counter()
@@ -244,7 +246,7 @@ def test_every_page_prints_commands_and_every_training_has_sizes():
 
 
 @pytest.mark.slow
-def test_the_example_inputs_are_read_by_the_commands_that_name_them(tmp_path):
+def test_the_example_inputs_are_read_by_the_commands_that_name_them(tmp_path, warm):
     """examples/data holds one small file per input format the manual's commands read; each trains (two steps)
     and the QA passage answers a question."""
     data = ROOT / "examples" / "data"
@@ -256,15 +258,9 @@ def test_the_example_inputs_are_read_by_the_commands_that_name_them(tmp_path):
         ["train", "qa", "--data", str(data / "squad.json"), "--set", "data.seq_len=48", "--set", "data.stride=16"],
     ]
     for i, argv in enumerate(commands):
-        r = subprocess.run(
-            [sys.executable, "-m", "tinyformer", *argv, *steps, *tiny, "--out", str(tmp_path / str(i))],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert r.returncode == 0, (argv, r.stderr[-2000:])
+        code, output, _ = warm(None).run([*argv, *steps, *tiny, "--out", str(tmp_path / str(i))], tmp_path)
+        assert code == 0, (argv, output)
     question = "Who says 'What, ho! Apothecary!'?"
-    args = ["qa", str(tmp_path / "2"), "--context", str(data / "scene.txt"), question]
-    r = subprocess.run([sys.executable, "-m", "tinyformer", *args], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0 and "probability" in r.stdout, r.stderr
+    code, output, _ = warm(None).run(["qa", str(tmp_path / "2"), "--context", str(data / "scene.txt"), question], ROOT)
+    assert code == 0 and "probability" in output, output
     assert (data / "my.txt").read_text(encoding="utf-8").strip()
