@@ -154,21 +154,10 @@ def distribution(
     return distributions(logits[None], temperature, top_k, top_p, n)[0]
 
 
-def generate(
-    model: nn.Module,
-    idx: torch.Tensor,
-    max_new_tokens: int,
-    *,
-    temperature: float = 1.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    generator: torch.Generator | None = None,
-    use_cache: bool = True,
-    window: int | None = None,
-) -> torch.Tensor:
-    """idx (B, T0) -> (B, T0 + max_new_tokens): everything `stream` yields, after the prompt."""
-    sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
-    return torch.cat([idx, *stream(model, idx, max_new_tokens, **sampling, use_cache=use_cache, window=window)], 1)
+def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, **options) -> torch.Tensor:
+    """idx (B, T0) -> (B, T0 + max_new_tokens): everything `stream` yields, after the prompt. `options` are
+    `stream_steps`'s (temperature, top_k, top_p, generator, use_cache, window)."""
+    return torch.cat([idx, *stream(model, idx, max_new_tokens, **options)], 1)
 
 
 DECODE_STEPS = 32  # cached one-token steps per timed try of a backend
