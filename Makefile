@@ -34,12 +34,16 @@ demo: $(VENV)/.core
 	$(BIN)/tinyformer train gpt --config gpt_cpu_quick --out $(RUN)
 	$(BIN)/tinyformer sample $(RUN) --prompt "ROMEO:" --tokens 500 --temperature 0.8 --top-k 40 --seed 1
 
+# One worker per core, one torch thread each (tests/conftest.py); the tests that share the CI-size studies run
+# on one of them. `python -m pytest` alone runs the same tests in one process.
+WORKERS ?= -n auto --dist loadgroup
+
 test: $(VENV)/.dev
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(WORKERS)
 
 # The fast tier: what `slow` marks (training beyond a few steps, the studies, the lab's build) is left out.
 check: $(VENV)/.dev
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q $(WORKERS) -m "not slow"
 
 # The lab guide (docs/lab): pages, figures and facts.json from the reports under runs/.
 #   make lab          fill the pages from what runs/ holds (a source it lacks keeps the committed values)

@@ -19,6 +19,24 @@ from tinyformer import choices
 from tinyformer.config import RunConfig, TrainConfig
 from tinyformer.models.gpt import GPTConfig, MiniGPT
 
+# `make test` and `make check` run the suite on every core with pytest-xdist (-n auto --dist loadgroup): one
+# worker process per core, one torch thread each (two threads in each of two workers on two cores doubled the
+# CPU time of the fast tier), and the processes the tests start inherit that.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
+    os.environ["OMP_NUM_THREADS"] = "1"
+
+SHARED = {"quick_study", "quick_runs", "user_install"}  # session fixtures that take minutes to make
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests that read the CI-size studies or the user's install share one xdist worker (`xdist_group`),
+    so each of those is made once a session, as in a run without workers."""
+    for item in items:
+        if SHARED & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("made-once"))
+
+
 SYNTHETIC = (
     "FIRST CITIZEN:\nWe are accounted poor citizens, the patricians good.\n\n"
     "MENENIUS:\nWhat work's, my countrymen, in hand? where go you?\n\n"
