@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import json
 import math
 import signal
 import time
@@ -40,13 +39,13 @@ from torch import nn
 
 from tinyformer.config import TrainConfig
 from tinyformer.device import BackendChoice, autocast, configure, inference, resolve_precision
-from tinyformer.errors import UserError
-from tinyformer.files import atomic_write, make_dir
+from tinyformer.files import make_dir
 from tinyformer.train import autotune, distributed, guard
 from tinyformer.train import checkpoint as ckpt
 from tinyformer.train.distributed import World
 from tinyformer.train.metrics import MetricsLog
 from tinyformer.train.optim import make_optimizer, to_device
+from tinyformer.train.resume import restore
 from tinyformer.train.schedules import lr_at
 
 
@@ -139,7 +138,7 @@ class Trainer:
         self._stop = False  # every rank agrees on it after each step (a signal reached some rank)
         self._last_line = time.monotonic()  # when the last progress line was printed (no bar: see QUIET_S)
         self.log = MetricsLog(self.run_dir, config.tensorboard)  # checks tensorboard on every rank alike
-        recorded = self._load(inexact=resume == "inexact") if resume else None
+        recorded = restore(self, inexact=resume == "inexact") if resume else None
         self.resumed_at = self.step  # the step training starts from (0 for a new run)
         self.attention = autotune.resolve(self, recorded)  # the backend chosen (None: no attention layers)
         self.attention_reused = self.attention is not None and self.attention == BackendChoice.from_record(recorded)
@@ -313,79 +312,6 @@ class Trainer:
     def plot(self) -> Path:
         """Draw loss.png from metrics.jsonl (what `tinyformer info RUN --plot` does for any run)."""
         return ckpt.plot_run(self.run_dir)
-
-    def _load(self, inexact: bool = False) -> dict | None:
-        """Everything a resumed run needs, checked before anything is changed (a bad file is a UserError).
-
-        -> the attention backend the run recorded (None if it has none)."""
-        if self.world.main and ckpt.pending(self.run_dir):  # a save a kill interrupted (`train`, which holds
-            with ckpt.run_lock(self.run_dir):  # the lock, has ended it already): taking the lock ends it, and
-                pass  # refuses while another process trains into the folder
-        try:
-            state = ckpt.load_trainer_state(self.run_dir)  # also checks it is from the same step as the weights
-        except ckpt.StaleCheckpoint:
-            if not inexact:
-                raise
-            return self._load_weights_only()
-        if self.config.max_iters < state["step"]:
-            raise UserError(
-                f"train.max_iters={self.config.max_iters} is below step {state['step']}, where this run already is; "
-                "give a larger value to continue it"
-            )
-        ckpt.load_weights(self.model, self.run_dir / ckpt.WEIGHTS)
-        ckpt.restore(self.run_dir / ckpt.STATE, lambda: self.optimizer.load_state_dict(state["optimizer"]))
-        ckpt.restore(self.run_dir / ckpt.STATE, lambda: torch.set_rng_state(state["rng"]["torch"]))
-        ckpt.restore(self.run_dir / ckpt.STATE, lambda: self.data_rng.set_state(state["rng"]["data"]))
-        if self.scaler is not None and "grad_scaler" in state:
-            self.scaler.load_state_dict(state["grad_scaler"])
-        if "cuda" in state["rng"] and self.device.type == "cuda":
-            torch.cuda.set_rng_state(state["rng"]["cuda"], self.device)
-        self.step, self.best_val, self.saved_step = state["step"], state["best_val"], state["step"]
-        self.train_seconds, self.tokens_seen = state["train_seconds"], state["tokens_seen"]
-        self._metrics_up_to(self.step)
-        self._say_batch_change(state.get("processes", 1))
-        return state.get("attention")
-
-    def _say_batch_change(self, before: int) -> None:
-        """A run resumed with another number of processes trains on another global batch: say so, once."""
-        now, b = self.world.size, self.config.batch_size
-        if before != now and self.world.main:
-            keep = before * b / now
-            hint = f"--set train.batch_size={keep:.0f} keeps it" if keep == int(keep) else "no batch size keeps it"
-            print(
-                f"note: this run trained with {before} process(es), a global batch of {before} x {b} = {before * b}; "
-                f"resumed with {now}, it is {now} x {b} = {now * b} from step {self.step} ({hint})"
-            )
-
-    def _metrics_up_to(self, step: int) -> list[dict]:
-        """The logged rows up to `step`; rank 0 drops the rest from metrics.jsonl (they are redone)."""
-        rows = [r for r in ckpt.read_metrics(self.run_dir / ckpt.METRICS) if r["step"] <= step]
-        if self.world.main:
-            text = "".join(json.dumps(r) + "\n" for r in rows)
-            atomic_write(self.run_dir / ckpt.METRICS, lambda t: t.write_text(text))
-        return rows
-
-    def _load_weights_only(self) -> dict | None:
-        """`--inexact`: the latest weights at the step they record, a fresh optimizer, the state's other figures."""
-        ckpt.load_weights(self.model, self.run_dir / ckpt.WEIGHTS)
-        state = ckpt.load_state(self.run_dir / ckpt.STATE)
-        self.step = self.saved_step = ckpt.weights_step(self.run_dir / ckpt.WEIGHTS) or 0
-        if self.config.max_iters <= self.step:
-            raise UserError(
-                f"train.max_iters={self.config.max_iters} is not past step {self.step}, where the weights are"
-            )
-        rows = self._metrics_up_to(self.step)
-        scores = [r[self.task.select] for r in rows if r.get("split") == "val" and self.task.select in r]
-        self.best_val = min(scores, default=state["best_val"])  # what best.safetensors may hold by now
-        self.train_seconds, self.tokens_seen = state["train_seconds"], state["tokens_seen"]
-        self.data_rng.manual_seed(self.config.seed + self.step)  # new batches, not those of step 1 again
-        torch.manual_seed(self.config.seed + self.step)
-        if self.world.main:
-            print(
-                f"note: {ckpt.WEIGHTS} and {ckpt.STATE} are from different steps; --inexact: continuing from "
-                f"{ckpt.WEIGHTS} at step {self.step} with a fresh optimizer state (not an exact continuation)"
-            )
-        return state.get("attention")
 
     # ---- signals and progress ---------------------------------------------------
     @contextlib.contextmanager
