@@ -26,15 +26,16 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
     os.environ["OMP_NUM_THREADS"] = "1"
 
-SHARED = {"quick_study", "quick_runs", "user_install"}  # session fixtures that take minutes to make
+SHARED = {"quick_study": "studies", "quick_runs": "studies", "user_install": "install"}  # minutes to make
 
 
 def pytest_collection_modifyitems(config, items):
-    """The tests that read the CI-size studies or the user's install share one xdist worker (`xdist_group`),
-    so each of those is made once a session, as in a run without workers."""
+    """The tests that read the CI-size studies share one xdist worker (`xdist_group`), and those that use the
+    user's install another, so each is made once a session, as in a run without workers."""
     for item in items:
-        if SHARED & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.xdist_group("made-once"))
+        group = next((g for name, g in SHARED.items() if name in getattr(item, "fixturenames", ())), None)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 SYNTHETIC = (

@@ -9,8 +9,9 @@ batches (`--set model.n_embd=... --set train.max_iters=...`),
 runs), one repeat for a benchmark, `--port 0` for the server. A command printed twice runs once, on the first
 page that prints it. What cannot run here is listed with the reason (`SKIP`): the network, a second machine,
 the set-up commands themselves. A page that reads a run another page trains (`--out runs/lab/gpt`) trains it
-first, with that page's command. Each study made at CI size earlier in the session (`quick_study`) is copied
-in first, so no study trains twice in one suite.
+first, with that page's command. Each study a guide page reads, made at CI size once in the session
+(`quick_study`), is copied in first; the README's one study (ablation, seconds at CI size) the README's own
+command makes, so that test needs only the user's install and runs beside the studies, on another worker.
 
 Commands run as children forked from a warm parent (`tests/warm.py`) that has imported the CLI, torch,
 matplotlib and transformers once: each keeps its own exit status, working folder and input, as a new process
@@ -174,21 +175,30 @@ def warm(tmp_path_factory):
 
 @pytest.mark.slow
 @needs_play
-@pytest.mark.parametrize("page", list(PAGES))
-def test_every_command_of_the_page_runs(page, tmp_path, quick_study, request, warm, capsys):
-    commands = printed_commands()
-    user = request.getfixturevalue("user_install") if page == "README.md" else None
-    copy = fresh_copy(tmp_path / "clone")
-    steps = walk(page, commands)
-    for name in studies_read(steps, commands):  # made at CI size once a session, where the commands look for them
-        study = quick_study(name).folder
+def test_every_command_of_the_readme_runs(tmp_path, user_install, warm, capsys):
+    """With the user's install; the one study it names (at CI size) it makes itself, in seconds, so that this
+    test needs nothing of the session's studies and runs on another worker than they do."""
+    run_page("README.md", fresh_copy(tmp_path / "clone"), warm(user_install), [str(user_install / "tinyformer")])
+
+
+@pytest.mark.slow
+@needs_play
+@pytest.mark.parametrize("page", [name for name in PAGES if name != "README.md"])
+def test_every_command_of_the_guide_page_runs(page, tmp_path, quick_study, warm, capsys):
+    copy, commands = fresh_copy(tmp_path / "clone"), printed_commands()
+    for name in studies_read(walk(page, commands), commands):  # made at CI size once a session, copied where
+        study = quick_study(name).folder  # the commands look for them
         home = EXPERIMENTS[name].folder  # where it writes by default when that is not experiments/NAME
         for target in [f"experiments/{name}", f"experiments/{name}-quick", *([home] if home else [])]:
             shutil.copytree(study, copy / "runs" / target, dirs_exist_ok=True)
-    parent = warm(user)
-    python = [str(user / "tinyformer")] if user else [sys.executable, "-m", "tinyformer"]
+    run_page(page, copy, warm(None), [sys.executable, "-m", "tinyformer"])
+
+
+def run_page(page: str, copy: Path, parent: WarmParent, tinyformer: list[str]) -> None:
+    """Every command of the walk of `page` in `copy`: forked from `parent`, or run by `tinyformer` (serve, chat)."""
+    commands = printed_commands()
     times, skips, failures, start = [], [], [], time.perf_counter()
-    for where, command in steps:
+    for where, command in walk(page, commands):
         why = skipped(command)
         if why:
             skips.append(f"{command}  ({why})")
@@ -196,7 +206,7 @@ def test_every_command_of_the_page_runs(page, tmp_path, quick_study, request, wa
         argv = sized(shlex.split(command), commands)
         began, cpu = time.perf_counter(), "process"
         if argv[1] in LIVE:
-            code, output = live(python, argv, copy, os.environ | {"PYTHONUNBUFFERED": "1"})
+            code, output = live(tinyformer, argv, copy, os.environ | {"PYTHONUNBUFFERED": "1"})
         else:
             code, output, spent = parent.run(argv[1:], copy)
             cpu = f"{spent['cpu']:.1f} s CPU"
@@ -204,10 +214,9 @@ def test_every_command_of_the_page_runs(page, tmp_path, quick_study, request, wa
         if code != 0:
             failures.append(f"{where}: {shlex.join(argv)} -> exit {code}\n{output}")
     slowest = "\n  ".join(f"{s:5.1f} s ({cpu})  {c}" for s, cpu, c in sorted(times, reverse=True)[:5])
-    with capsys.disabled():
-        print(f"\n{page}: {len(times)} commands ran in {time.perf_counter() - start:.0f} s; slowest:\n  {slowest}")
-        if skips:
-            print(f"  {len(skips)} skipped:\n  " + "\n  ".join(skips))
+    print(f"\n{page}: {len(times)} commands ran in {time.perf_counter() - start:.0f} s; slowest:\n  {slowest}")
+    if skips:
+        print(f"  {len(skips)} skipped:\n  " + "\n  ".join(skips))
     assert not failures, "\n\n".join(failures)
     assert times, f"{page} prints no command that runs here"
 
