@@ -179,6 +179,7 @@ def test_cache_equivalence_holds_for_every_position_kind(positions):
 
 def test_the_cache_runs_one_token_per_step_until_the_window_is_full():
     model, seen = small_gpt(), []
+    model.config.backend = "manual"  # `auto` times decode steps first (unless an earlier test cached the choice)
     model.embed = (lambda f: lambda idx, start: (seen.append((idx.size(1), start)), f(idx, start))[1])(model.embed)
     generate(model, torch.zeros(1, 30, dtype=torch.long), 4, temperature=0)
     assert seen == [(30, 0), (1, 30), (1, 31), (32, 0)]  # prefill, two steps, then a full window rebuilds
