@@ -15,6 +15,7 @@ import json
 import statistics
 from pathlib import Path
 
+from tinyformer.experiments import EXPERIMENTS
 from tinyformer.experiments.classifiers import SEEDS, rows_of
 from tinyformer.experiments.report import markdown_table, mean_sd, study_folder, write_report
 from tinyformer.experiments.runner import Cell, CellResult, run_cell
@@ -59,10 +60,13 @@ def minilm_cells(seeds: tuple[int, ...]) -> list[Cell]:
     return cells
 
 
+ENTRY = EXPERIMENTS["classifiers-minilm"]  # its folder and report file are declared there (the lab reads them)
+
+
 def run(out: Path | None = None, quick: bool = False, data: str | None = None) -> Path:
     """`tinyformer experiment classifiers-minilm`: the two MiniLM rows; in the bake-off's folder by default, so
     that its report also summarises the bake-off's small-Transformer cells when they are there (not trained here)."""
-    folder = study_folder("classifiers", out, quick)
+    folder = study_folder(Path(ENTRY.folder).name, out, quick)  # experiments/classifiers, as the registry says
     where = [f"data.path={json.dumps(str(Path(data).resolve()))}"] if data else []
     recipe = [*where, *(MINILM_QUICK if quick else MINILM_RECIPE)]
     results = [run_cell("classify", [], recipe, cell, folder) for cell in minilm_cells(SEEDS[:1] if quick else SEEDS)]
@@ -125,4 +129,4 @@ def minilm_report(results: list[CellResult], others: list[CellResult], folder: P
         markdown_table([*header, "inference ex/s"], table),
     ]
     title = "Speaker identification: pretrained MiniLM vs the same architecture from scratch"
-    return write_report(folder, title, quick, text, name="report_minilm.md")
+    return write_report(folder, title, quick, text, name=ENTRY.report)
