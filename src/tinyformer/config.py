@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import tomllib
 import types
 import typing
@@ -35,7 +36,28 @@ from tinyformer.errors import UserError
 from tinyformer.files import input_file
 
 SCHEDULES = ("constant", "cosine", "noam")
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # train.precision; `tinyformer.device` resolves "auto"
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+STOP_AT = re.compile(r"\s*(\w+)\s*(>=|<=)\s*([-+0-9.eE]+)\s*")
+
+
+def stop_target(text: str) -> tuple[str, str, float]:
+    """`train.stop_at` ("exact_match>=0.99") -> (metric, ">=" or "<=", value), or a UserError naming it."""
+    m = STOP_AT.fullmatch(text)
+    try:
+        value = float(m.group(3)) if m else math.nan
+    except ValueError:
+        value = math.nan
+    if m is None or not math.isfinite(value):
+        raise UserError(f"train.stop_at={text!r}: give METRIC>=VALUE or METRIC<=VALUE, e.g. exact_match>=0.99")
+    return m.group(1), m.group(2), value
+
+
+def target_met(text: str, result: dict) -> bool:
+    """Whether an evaluation's `result` meets `train.stop_at`; a metric the task does not report is a UserError."""
+    metric, op, value = stop_target(text)
+    if metric not in result:
+        raise UserError(f"train.stop_at={text!r}: this task's evaluation reports {', '.join(sorted(result))}")
+    return result[metric] >= value if op == ">=" else result[metric] <= value  # train.precision; `tinyformer.device` resolves "auto"
 MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-3, 1e3  # below: logits / T overflows; use 0 for greedy
 MAX_SAMPLE_TOKENS = 1_000_000  # a sample is generated whole, then written: 1e11 tokens ran for days, silent
 RENAMED = {  # section -> {old key: new key}
@@ -90,6 +112,7 @@ class TrainConfig:
     eval_interval: int = 500  # evaluate every this many steps (step 0 of a new run too, and at the end)
     eval_iters: int = 100  # batches averaged per evaluation
     log_interval: int = 10  # steps between train-loss records in metrics.jsonl
+    stop_at: str = ""  # "METRIC>=VALUE" or "METRIC<=VALUE": end the run at the first evaluation that meets it
     seed: int = 1337  # seeds model init, batches and dropout
     device: str = "auto"  # "auto" (cuda > mps > cpu), "cpu", "cuda" or "mps"
     precision: str = "auto"  # "auto" (bf16 where native, else fp32), "fp32", "bf16" or "fp16" (autocast)
@@ -112,6 +135,8 @@ class TrainConfig:
         if not (self.warmup_iters >= 0 and self.min_lr >= 0 and self.grad_clip >= 0):
             raise UserError("train.warmup_iters, train.min_lr and train.grad_clip must be >= 0")
         check_seed("train.seed", self.seed)
+        if self.stop_at:
+            stop_target(self.stop_at)
 
 
 @dataclass

@@ -183,3 +183,39 @@ def test_the_loss_plot_is_drawn_once_per_fit_not_at_every_save(tmp_path, monkeyp
     Trainer(model, FixedBatch(x, y), cfg, tmp_path, progress=False).fit()
     assert len(saves) == 5 and len(drawn) == 1  # step 0 and four evaluations saved; one plot, at the end
     assert [r["step"] for r in drawn[0] if r["split"] == "val"] == [0, 1, 2, 3, 4]  # of the whole log
+
+
+# ---- train.stop_at: a run that ends once it has answered its question -------------------------------------
+def test_stop_at_ends_the_run_at_the_first_evaluation_that_meets_it_and_a_resume_keeps_it_ended(text_file, tmp_path):
+    from tinyformer.experiments.runner import finished
+
+    met = make_trainer(text_file, tmp_path / "met", stop_at="loss<=100")  # met at the first evaluation after step 0
+    result = met.fit()
+    assert result.status == "finished" and result.step == 4  # eval_interval 4 of max_iters 12
+    state = ckpt.load_state(tmp_path / "met" / ckpt.STATE)
+    assert state["step"] == 4 and state["reached"] == "loss<=100 met at step 4"
+    ckpt.save_json(tmp_path / "met" / ckpt.CONFIG, {"train": {"max_iters": 12}})  # what train_run saves
+    assert finished(tmp_path / "met")  # the study runner reuses it, it does not resume it
+    again = make_trainer(text_file, tmp_path / "met", resume=True, stop_at="loss<=100")
+    assert again.fit().step == 4  # resumed with the same target: nothing more to do
+    longer = make_trainer(text_file, tmp_path / "met", resume=True)  # the target dropped: it trains on
+    assert longer.fit().step == 12
+    never = make_trainer(text_file, tmp_path / "never", stop_at="loss<=0")
+    assert never.fit().step == 12 and "reached" not in ckpt.load_state(tmp_path / "never" / ckpt.STATE)
+    ckpt.save_json(tmp_path / "never" / ckpt.CONFIG, {"train": {"max_iters": 20}})
+    assert not finished(tmp_path / "never")  # step 12 of 20, target not met: a resume would go on
+
+
+@pytest.mark.parametrize("text", ["exact_match>0.99", "loss<=x", "loss", ">=1", "loss<=nan"])
+def test_a_malformed_stop_at_is_one_line(text):
+    from tinyformer.errors import UserError
+
+    with pytest.raises(UserError, match=r"train.stop_at=.*METRIC>=VALUE"):
+        TrainConfig(stop_at=text)
+
+
+def test_a_stop_at_metric_the_task_does_not_report_names_those_it_does(text_file, tmp_path):
+    from tinyformer.errors import UserError
+
+    with pytest.raises(UserError, match=r"exact_match>=0.5.*reports .*loss"):
+        make_trainer(text_file, tmp_path / "x", stop_at="exact_match>=0.5").fit()

@@ -47,6 +47,9 @@ def restore(trainer: Trainer, inexact: bool = False) -> dict | None:
         torch.cuda.set_rng_state(state["rng"]["cuda"], trainer.device)
     trainer.step, trainer.best_val, trainer.saved_step = state["step"], state["best_val"], state["step"]
     trainer.train_seconds, trainer.tokens_seen = state["train_seconds"], state["tokens_seen"]
+    reached = state.get("reached")  # train.stop_at was met: still finished while the run asks the same
+    if isinstance(reached, str) and trainer.config.stop_at and reached.startswith(f"{trainer.config.stop_at} met"):
+        trainer.reached = reached
     _metrics_up_to(trainer, trainer.step)
     _say_batch_change(trainer, state.get("processes", 1))
     return state.get("attention")
@@ -86,6 +89,9 @@ def _load_weights_only(trainer: Trainer) -> dict | None:
     scores = [r[trainer.task.select] for r in rows if r.get("split") == "val" and trainer.task.select in r]
     trainer.best_val = min(scores, default=state["best_val"])  # what best.safetensors may hold by now
     trainer.train_seconds, trainer.tokens_seen = state["train_seconds"], state["tokens_seen"]
+    reached = state.get("reached")  # train.stop_at was met: still finished while the run asks the same
+    if isinstance(reached, str) and trainer.config.stop_at and reached.startswith(f"{trainer.config.stop_at} met"):
+        trainer.reached = reached
     trainer.data_rng.manual_seed(trainer.config.seed + trainer.step)  # new batches, not those of step 1 again
     torch.manual_seed(trainer.config.seed + trainer.step)
     if trainer.world.main:

@@ -37,7 +37,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from tinyformer.config import TrainConfig
+from tinyformer.config import TrainConfig, target_met
 from tinyformer.device import BackendChoice, autocast, configure, inference, resolve_precision
 from tinyformer.files import make_dir
 from tinyformer.train import autotune, distributed, guard
@@ -135,6 +135,7 @@ class Trainer:
         self.saved_step: int | None = None  # the step of the folder's last complete checkpoint
         self._signal: int | None = None
         self.diverged = ""  # the diagnosis once a step's loss or gradient norm is not finite
+        self.reached = ""  # "train.stop_at met at step N" once an evaluation meets it
         self._stop = False  # every rank agrees on it after each step (a signal reached some rank)
         self._last_line = time.monotonic()  # when the last progress line was printed (no bar: see QUIET_S)
         self.log = MetricsLog(self.run_dir, config.tensorboard)  # checks tensorboard on every rank alike
@@ -155,7 +156,7 @@ class Trainer:
         with self._catch_signals(), self._bar(end) as bar:
             if not (self.run_dir / ckpt.STATE).exists():  # a new run: step 0 is a multiple of eval_interval too
                 self._evaluate(bar, initial=True)  # its loss before training; a checkpoint to fall back on
-            while self.step < end:
+            while self.step < end and not self.reached:
                 done = self._train_step()
                 if self.diverged:
                     status = "diverged"
@@ -171,7 +172,9 @@ class Trainer:
                 if self._stop:
                     status = "interrupted"
                     break
-            if status not in ("interrupted", "diverged") and self.step < self.config.max_iters:
+                if self.reached:  # train.stop_at: the run has answered its question
+                    bar.write(f"step {self.step:>6}: {self.reached}: the run ends here")
+            if status not in ("interrupted", "diverged") and self.step < self.config.max_iters and not self.reached:
                 status = "stopped"
             if status in ("stopped", "interrupted"):
                 self.save()  # a finished run was saved by its last evaluation; a diverged one keeps its last
@@ -251,6 +254,8 @@ class Trainer:
         if improved:
             self.best_val = score
         self._record({"split": "val", **result}, bar)
+        if self.config.stop_at and not initial and target_met(self.config.stop_at, result):
+            self.reached = f"{self.config.stop_at} met at step {self.step}"
         self.save(best=improved)  # best.safetensors in the same unit as the state that records best_val
         if not self.world.main:
             return
@@ -299,6 +304,8 @@ class Trainer:
             "precision": self.precision,  # what train.precision resolved to here (for `info`)
             "processes": self.world.size,  # the global batch is processes x batch_size (a resume says if it changes)
         }
+        if self.reached:  # train.stop_at was met: the run is finished before max_iters
+            state["reached"] = self.reached
         if self.attention is not None:  # the attention backend and why (for `info`, resume and `load_run`)
             state["attention"] = dataclasses.asdict(self.attention)
         if self.scaler is not None:
