@@ -47,10 +47,13 @@ check: $(VENV)/.dev
 
 # The lab guide (docs/lab): pages, figures and facts.json from the reports under runs/.
 #   make lab          fill the pages from what runs/ holds (a source it lacks keeps the committed values)
-#   make lab TRAIN=1  first make every source not measured yet (hours on a CPU; interrupted runs resume)
+#   make lab TRAIN=1  first make every source runs/ lacks: a plan with minutes estimated for this machine, then
+#                     the sources side by side, one per core, with the time left (interrupted: run it again)
+#   make lab PLAN=1   print that plan and stop;  make lab ONLY=experiments/ablation  make that one source
 #   make lab QUICK=1  every source at CI size under runs/lab-quick, pages to runs/lab-quick/docs
 lab: $(VENV)/.dev
-	$(BIN)/tinyformer lab build $(if $(filter 1 yes true,$(TRAIN)),--train) $(if $(filter 1 yes true,$(QUICK)),--quick)
+	$(BIN)/tinyformer lab build $(if $(filter 1 yes true,$(TRAIN)),--train) $(if $(filter 1 yes true,$(QUICK)),--quick) \
+		$(if $(filter 1 yes true,$(PLAN)),--train --plan) $(foreach s,$(ONLY),--only $(s))
 
 # Every GPU figure the README promises, in one go on a lent GPU (under 8 minutes): runs/gpu_check/gpu_check.json
 gpu-check: $(VENV)/.core

@@ -131,7 +131,7 @@ def test_pages_are_the_templates_filled_from_the_committed_facts():
     pages = render(templates(TEMPLATES), facts["values"])
     for page in pages:
         assert (DOCS / page.lang / page.name).read_text(encoding="utf-8") == page.text, f"run `make lab`: {page.name}"
-    assert (DOCS / "README.md").read_text(encoding="utf-8") == index(pages)
+    assert (DOCS / "README.md").read_text(encoding="utf-8") == index(pages, facts)
 
 
 def test_every_placeholder_was_measured_or_its_source_is_listed_as_not_run():

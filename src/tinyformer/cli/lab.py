@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from tinyformer.course import RECIPES
+from tinyformer.errors import UserError
 
 TEMPLATES = Path("docs/lab/templates")
 FRONT = Path("README.md")
@@ -16,8 +18,15 @@ def add_lab(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     b = sub.add_parser("build", help="fill docs/lab/{en,zh} from docs/lab/templates and the runs' reports")
     b.add_argument(
-        "--train", action="store_true", help="first make every source not measured yet (hours on a CPU; resumes)"
+        "--train",
+        action="store_true",
+        help="first make every source runs/ lacks, after a plan with estimated minutes (interrupted: resumes)",
     )
+    b.add_argument("--only", action="append", default=[], metavar="SOURCE", help="make this source (repeatable)")
+    b.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="sources made at once (default: this machine's cores)"
+    )
+    b.add_argument("--plan", action="store_true", help="print what would be made and the estimate, make nothing")
     b.add_argument(
         "--quick",
         action="store_true",
@@ -41,7 +50,9 @@ def cmd_build(a: argparse.Namespace) -> int:
     runs = Path(a.runs or (QUICK_RUNS if a.quick else "runs"))
     out = Path(a.out or (QUICK_RUNS / "docs" if a.quick else "docs/lab"))
     front = FRONT if out == Path("docs/lab") else out / "front-page.md"  # the README, filled from the same facts
-    build(TEMPLATES, out, runs, quick=a.quick, train=a.train, cli=a.cli, front=front)
+    if a.jobs < 1:
+        raise UserError(f"--jobs {a.jobs}: give 1 or more")
+    build(TEMPLATES, out, runs, a.quick, a.train, a.cli, front, tuple(a.only), a.jobs, a.plan)
     return 0
 
 
@@ -53,7 +64,6 @@ def cmd_recipes(a: argparse.Namespace) -> int:
 
 
 def cmd_facts(a: argparse.Namespace) -> int:
-    from tinyformer.errors import UserError
     from tinyformer.lab.render import shown
     from tinyformer.lab.sources import SOURCES, complete, facts
 

@@ -18,6 +18,7 @@ import io
 import json
 import re
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +39,9 @@ from tinyformer.lab.render import (
     templates,
     typed_numbers,
 )
-from tinyformer.lab.sources import SOURCES, Source, complete, facts, inputs_ready, read_json, record_machine
+from tinyformer.lab import plan
+from tinyformer.lab.sources import SOURCES, Source, complete, facts, inputs_ready, needs, read_json
+from tinyformer.lab.stamps import changed_since, code_of, made_text, read_stamp, repository, stamp
 from tinyformer.train import checkpoint as ckpt
 
 
@@ -46,6 +49,9 @@ from tinyformer.train import checkpoint as ckpt
 class Found:
     values: dict[str, str] = field(default_factory=dict)  # placeholder -> its text on the page
     machines: dict[str, str] = field(default_factory=dict)  # source -> the machine its numbers come from
+    stamps: dict[str, dict] = field(default_factory=dict)  # source -> its stamp (`tinyformer.lab.stamps`)
+    stale: dict[str, list[str]] = field(default_factory=dict)  # source -> files of its code changed since
+    made: plan.Outcome | None = None  # what this build made, when it made anything
     missing: list[str] = field(default_factory=list)  # sources neither measured now nor before
     copies: list[tuple[Path, str]] = field(default_factory=list)  # figure file -> its path under figures/
     errors: list[str] = field(default_factory=list)
@@ -53,10 +59,15 @@ class Found:
     front: tuple[Path, str] | None = None  # the front page (README.md) and its text
 
 
-def produce(source: Source, runs: Path, quick: bool, cli: Callable[[list[str]], int]) -> None:
+def produce(
+    source: Source, runs: Path, quick: bool, cli: Callable[[list[str]], int], speed: float | None = None
+) -> None:
     """Run the source's commands into its folder with `cli`, the CLI's own entry point (`tinyformer.cli.main`,
-    passed in by the command: the lab sits below the CLI and imports nothing of it)."""
-    folder = make_dir(runs / source.path)
+    passed in by the command: the lab sits below the CLI and imports nothing of it), then stamp the folder
+    with the commit, the date, the machine, the wall time and `speed` (this machine's calibration)."""
+    from tinyformer.device import machine
+
+    folder, began = make_dir(runs / source.path), time.monotonic()
     for argv in source.argv(quick):
         if source.done == ckpt.STATE and ckpt.is_run(folder):
             argv = [*argv[:2], "--resume", "{dir}"]  # an interrupted run continues where it stopped
@@ -71,7 +82,9 @@ def produce(source: Source, runs: Path, quick: bool, cli: Callable[[list[str]], 
             raise UserError(f"lab: `tinyformer {line}` failed with exit code {code}")
         if source.stdout:
             write_text(folder / "stdout.txt", captured.getvalue())
-    record_machine(folder)
+    m = machine()
+    where = f"{m['cpu']}, {m['gpu'] or 'no GPU'}, torch {m['torch']}"
+    stamp(folder, repository(Path.cwd()), time.monotonic() - began, speed, where)
 
 
 def used_sources(texts: dict[Path, str]) -> list[str]:
@@ -82,38 +95,96 @@ def used_sources(texts: dict[Path, str]) -> list[str]:
     return [n for n in SOURCES if n in names]  # in the registry's order: a run comes before what reads it
 
 
-def measure(texts: dict[Path, str], runs: Path, quick: bool, train: bool, cli=None) -> dict[str, dict[str, str]]:
-    """{source: its facts} for every source the templates use that `runs` holds (made first, when asked)."""
-    found = {}
-    for name in used_sources(texts):
+def measure(
+    texts: dict[Path, str],
+    runs: Path,
+    quick: bool,
+    train: bool,
+    cli=None,
+    only: tuple[str, ...] = (),
+    jobs: int = 1,
+    previous: dict | None = None,
+    dry: bool = False,
+) -> tuple[dict[str, dict[str, str]], plan.Outcome | None]:
+    """({source: its facts} for every source the templates use that `runs` holds, what was made): the sources
+    asked for (`only`, else with `train` every one, else the cheap ones whose runs exist) are made first,
+    `jobs` at a time, after a plan; `dry` prints the plan and makes nothing."""
+    names = used_sources(texts)
+    unknown = [n for n in only if n not in names]
+    if unknown:
+        raise UserError(f"lab: --only {unknown[0]}: no page reads it; sources: {', '.join(names)}")
+    todo = []
+    for name in names:
         source, folder = SOURCES[name], runs / SOURCES[name].path
-        wanted = quick or train or (source.cheap and inputs_ready(source, runs))
+        wanted = name in only if only else quick or train or (source.cheap and inputs_ready(source, runs))
         if wanted and not complete(source, folder, quick):
-            if cli is None:
-                raise ValueError("lab: making a source needs the CLI's entry point (build(..., cli=main))")
-            produce(source, runs, quick, cli)
+            todo.append(name)
+    outcome = make(todo, runs, quick, cli, jobs, (previous or {}).get("stamps", {}), dry) if todo else None
+    found = {}
+    for name in names:
+        source, folder = SOURCES[name], runs / SOURCES[name].path
         if complete(source, folder, quick):
             found[name] = facts(source, folder)
-        elif quick:
+        elif quick and not dry:
             raise UserError(f"lab: {name} is incomplete after its commands")
-    return found
+    return found, outcome
 
 
-def resolve(texts: dict[Path, str], found: dict, runs: Path, previous: dict, quick: bool) -> Found:
-    """Every placeholder's value: measured now, else as the last build recorded it, else missing."""
+def make(
+    todo: list[str], runs: Path, quick: bool, cli, jobs: int, recorded: dict[str, dict], dry: bool = False
+) -> plan.Outcome | None:
+    """Plan the sources in `todo` from their last stamps (in `runs`, else `recorded`) and this machine's
+    calibrated speed, print the plan, then make them `jobs` at a time (see `tinyformer.lab.plan`)."""
+    if cli is None:
+        raise ValueError("lab: making a source needs the CLI's entry point (build(..., cli=main))")
+    speed = plan.calibrate_in_worker(jobs, 0.3 if quick else plan.CALIBRATION_SECONDS)
+    work = []
+    for name in todo:
+        record = read_stamp(runs / SOURCES[name].path) or recorded.get(name, {})
+        wanted = tuple(n for n in needs(SOURCES[name], quick))
+        work.append(plan.Job(name, wanted, plan.estimate(record, speed), SOURCES[name].alone))
+    for line in plan.plan_lines(work, jobs, speed):
+        print(line, flush=True)
+    if dry:
+        return None
+    logs = (lambda name: runs / "lab-logs" / f"{name.replace('/', '--')}.log") if jobs > 1 else None
+    outcome = plan.run_jobs(work, lambda name: produce(SOURCES[name], runs, quick, cli, speed), jobs, logs, speed)
+    for m in outcome.failed:
+        print(f"lab: {m.name} failed (exit {m.code}){f'; its output: {m.log}' if m.log else ''}")
+    if outcome.skipped:
+        print(f"lab: not started, as something they read failed: {', '.join(outcome.skipped)}")
+    return outcome
+
+
+def resolve(
+    texts: dict[Path, str], found: dict, runs: Path, previous: dict, quick: bool, root: Path | None = None
+) -> Found:
+    """Every placeholder's value: measured now, else as the last build recorded it, else missing. A source's
+    `made` fact is its stamp's commit and date, marked stale when its code (in the repository `root`) changed."""
     out = Found()
+    before, names = previous.get("machines", {}), used_sources(texts)
+    for name in names:
+        if name in found:
+            out.stamps[name] = read_stamp(runs / SOURCES[name].path)
+        elif name in before:
+            out.stamps[name] = previous.get("stamps", {}).get(name, {})
+    for name, record in out.stamps.items():
+        changed = changed_since(root, record, code_of(SOURCES[name].argv(False)))
+        if changed:
+            out.stale[name] = changed
     for path, text in texts.items():
         for m in PLACEHOLDER.finditer(text):
             name = m.group(2)
-            if name in found:
+            if m.group(3).strip() == "made" and not m.group(1) and name in out.stamps:
+                out.values[key(m)] = made_text(out.stamps[name], out.stale.get(name))
+            elif name in found:
                 try:
                     out.values[key(m)] = _value(m, found[name], runs / SOURCES[name].path, quick, out)
                 except UserError as e:
                     out.errors.append(f"{path.parent.name}/{path.name}: {e}")
-            elif name in previous.get("machines", {}) and key(m) in previous["values"]:
+            elif name in before and key(m) in previous["values"]:
                 out.values[key(m)] = previous["values"][key(m)]
-    before = previous.get("machines", {})
-    for name in used_sources(texts):
+    for name in names:
         if name in found or name in before:
             out.machines[name] = found[name]["machine"] if name in found else before[name]
         else:
@@ -153,10 +224,14 @@ def build(
     train: bool = False,
     cli=None,
     front: Path | None = None,
+    only: tuple[str, ...] = (),
+    jobs: int = 1,
+    dry: bool = False,
 ) -> tuple[list[Page], Found]:
     """Templates in `source` -> pages, figures and facts.json in `docs`, from the sources under `runs`; `cli`
-    (`tinyformer.cli.main`) runs the commands of the sources to make. `front`: where the front page
-    (`source/README.md`, the project's README) goes, filled from the same facts."""
+    (`tinyformer.cli.main`) runs the commands of the sources to make (`only` these, `jobs` at a time; `dry`:
+    print the plan and stop). `front`: where the front page (`source/README.md`, the project's README) goes,
+    filled from the same facts."""
     texts = templates(source)
     front_template = read_text(source / FRONT) if front is not None and (source / FRONT).is_file() else None
     everything = texts | ({source / FRONT: front_template} if front_template is not None else {})
@@ -165,7 +240,13 @@ def build(
         raise UserError(f"lab: results typed into templates (use a placeholder): {'; '.join(typed[:10])}")
     _check_out(docs)
     previous = read_json(docs / "facts.json") if (docs / "facts.json").is_file() and not quick else {}
-    got = resolve(everything, measure(everything, runs, quick, train, cli), runs, previous, quick)
+    found, made = measure(everything, runs, quick, train, cli, only, jobs, previous, dry)
+    if dry:
+        return [], Found()
+    got = resolve(everything, found, runs, previous, quick, repository(source))
+    got.made = made
+    if made is not None and (made.made or made.failed):
+        print(f"lab: report card: {plan.card(made, {n: headline(n, found[n]) for n in found}, runs)}")
     pages = render(texts, got.values)
     got.errors += leftovers(pages)
     if front_template is not None:
@@ -174,7 +255,7 @@ def build(
         print(line)
     if got.errors:
         raise UserError(f"lab: {len(got.errors)} placeholders could not be filled (listed above); nothing written")
-    write(docs, pages, got)
+    write(docs, pages, got, previous)
     for p in pages:
         print(
             f"lab: {p.lang}/{p.name}: {p.items} items ({p.items - p.own} the course's, {p.own} tinyformer's own), "
@@ -182,7 +263,26 @@ def build(
         )
     for name in got.missing:
         print(f"lab: {name}: not measured yet ({shown(name)})")
+    for name, changed in got.stale.items():
+        print(
+            f"lab: stale: {name}, made at {got.stamps[name]['commit'][:7]}; since then {', '.join(changed[:3])}"
+            f"{' and more' if len(changed) > 3 else ''} changed (delete runs/{SOURCES[name].path} and make it again)"
+        )
+    unstamped = [n for n, record in got.stamps.items() if not record.get("commit")]
+    if unstamped:
+        print(f"lab: {len(unstamped)} sources were made before the lab stamped its facts: {', '.join(unstamped[:5])}...")
     return pages, got
+
+
+def headline(name: str, known: dict[str, str]) -> str:
+    """One figure that sums a source up on the report card: a run's best loss, else its first table cell."""
+    for fact in ("final val exact_match", "best val loss"):
+        if fact in known:
+            return f"{fact} {known[fact]}"
+    cell = next((k for k in known if " / " in k and not k.startswith("table ") and ", " not in k), None)
+    if cell:
+        return f"{cell}: {known[cell]}"
+    return next((f"{k}: {v}" for k, v in known.items() if k != "machine"), "")
 
 
 def _check_out(docs: Path) -> None:
@@ -211,7 +311,7 @@ def same_in_substance(old: Path, new: Path, tolerance: float = 1.5e-4) -> bool:
     return all(abs(float(p) - float(q)) <= tolerance for p, q in zip(u, v))
 
 
-def write(docs: Path, pages: list[Page], got: Found) -> None:
+def write(docs: Path, pages: list[Page], got: Found, previous: dict | None = None) -> None:
     """The figures the pages embed (and no others), facts.json, the pages and their index."""
     figures = make_dir(docs / "figures")
     for path, rel in got.copies:
@@ -222,10 +322,15 @@ def write(docs: Path, pages: list[Page], got: Found) -> None:
     for path in [p for p in figures.rglob("*") if p.is_file()]:
         if path.relative_to(figures).as_posix() not in embedded:
             path.unlink()  # a figure no page embeds any more
+    last = (previous or {}).get("build")
+    if got.made is not None and got.made.made:
+        last = plan.summary(got.made) | {"date": max(got.stamps[m.name].get("date", "") for m in got.made.made)}
     facts_json = {"machines": got.machines, "missing": got.missing, "values": got.values}
+    facts_json |= {"stamps": got.stamps, "stale": got.stale}
+    facts_json |= {"build": last} if last else {}
     write_text(docs / "facts.json", json.dumps(facts_json, indent=1, ensure_ascii=False, sort_keys=True) + "\n")
     for page in pages:
         write_text(make_dir(docs / page.lang) / page.name, page.text)
-    write_text(docs / "README.md", index(pages))
+    write_text(docs / "README.md", index(pages, facts_json))
     if got.front is not None:
         write_text(*got.front)

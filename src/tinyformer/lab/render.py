@@ -147,7 +147,7 @@ def leftovers(pages: list[Page]) -> list[str]:
     return [f"{p.lang}/{p.name}: {t[:60]}" for p in pages for t in re.findall(r"\{\{.*?\}\}", p.text, re.S)]
 
 
-def index(pages: list[Page]) -> str:
+def index(pages: list[Page], facts: dict | None = None) -> str:
     lines = [
         "# tinyformer lab guide / 实验指南",
         "",
@@ -162,4 +162,35 @@ def index(pages: list[Page]) -> str:
     for p in pages:
         title = p.text.splitlines()[0].lstrip("# ")
         lines.append(f"| [{title}]({p.lang}/{p.name}) | {p.items} | {p.items - p.own} | {p.own} | {p.answered} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + provenance(facts or {})) + "\n"
+
+
+def provenance(facts: dict) -> list[str]:
+    """Where the facts come from: each source's stamp (commit, date, wall time), the stale ones, the last build."""
+    from tinyformer.lab.stamps import made_text
+
+    stamps, stale = facts.get("stamps", {}), facts.get("stale", {})
+    stamped = [r for r in stamps.values() if r.get("commit")]
+    lines = ["", "## Where the facts come from", ""]
+    build = facts.get("build")
+    if build:
+        planned = "?" if build.get("planned_s") is None else f"{build['planned_s'] / 60:.1f}"
+        lines += [
+            f"The last `make lab TRAIN=1` made {build['made']} sources in {build['elapsed_s'] / 60:.1f} minutes of "
+            f"wall time, {build['workers']} at a time, against a plan of {planned} minutes ({build['date'][:10]}); "
+            "its report card is `runs/lab-card.md` on the machine that ran it.",
+            "",
+        ]
+    hours = sum(r.get("wall_s", 0) for r in stamped) / 3600
+    lines += [
+        f"{len(stamped)} of {len(stamps)} sources carry a stamp, {hours:.2f} hours of commands in all; "
+        + (f"stale, as their code changed since: {', '.join(sorted(stale))}." if stale else "none is stale."),
+        "",
+        "| source | made at (commit, date) | machine | minutes |",
+        "|---|---|---|---|",
+    ]
+    for name, record in sorted(stamps.items()):
+        wall = f"{record['wall_s'] / 60:.1f}" if record.get("wall_s") is not None else "?"
+        machine = facts.get("machines", {}).get(name, "?")
+        lines.append(f"| {name} | {made_text(record, stale.get(name))} | {machine} | {wall} |")
+    return lines

@@ -17,7 +17,7 @@ import json
 import math
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tinyformer.course import RECIPES
@@ -44,6 +44,8 @@ class Source:
     done: str = "report.md"  # the file that completes the folder (a Markdown one is the report facts come from)
     folder: str = ""  # the folder, when it is not `name`
     cheap: bool = False  # seconds, no training: a plain `lab build` makes it once the runs it reads exist
+    after: tuple[str, ...] = ()  # sources to wait for beyond those it reads (one whose run it reuses)
+    alone: bool = False  # timed for the reader (a benchmark, `make demo`'s time): made with no other beside it
 
     @property
     def path(self) -> str:
@@ -54,27 +56,35 @@ class Source:
 
 
 def _study(name: str) -> Source:
-    study, run = EXPERIMENTS[name], f"experiment {name} --out {{dir}}"
-    quick = " ".join([run, "--quick", study.quick_args]).strip()
-    return Source(f"experiments/{name}", (run,), (quick,), done=study.report, folder=study.folder)
+    study = EXPERIMENTS[name]
+    run = " ".join([f"experiment {name} --out {{dir}}", study.lab_args]).strip()
+    return Source(
+        f"experiments/{name}",
+        (run,),
+        (f"{run} --quick",),
+        done=study.report,
+        folder=study.folder,
+        after=tuple(f"experiments/{n}" for n in study.after),
+        alone=study.timed,
+    )
 
 
 STUDIES = tuple(name for name, study in EXPERIMENTS.items() if study.in_guide)
 
 
-def _reverse_cells() -> list[Source]:
+def _reverse_cells() -> list[Source]:  # the study waits for them all (AFTER below)
     """Each cell of the reverse-ablation study on its own, so a page can quote the cells trained so far."""
     from tinyformer.experiments import reverse_ablation as ra
 
     def train(overrides: list[str]) -> str:
         return " ".join(["train reverse", *(f"--set {o}" for o in overrides), "--out {dir}"])
 
-    quick = {c.name: c.overrides for c in ra.cells(d_ff=64)}
+    quick = {c.name: c.overrides for c in ra.quick_cells()}
     return [
         Source(
             f"experiments/reverse-ablation/{c.name}",
             (train(c.overrides),),
-            (train([*ra.QUICK, *quick[c.name]]),),
+            (train(quick[c.name]),),
             done=ckpt.STATE,
         )
         for c in ra.cells()
@@ -87,7 +97,7 @@ def _reverse_fast() -> Source:
 
     run = "train reverse --config configs/reverse_fast.toml"
     quick = " ".join([run, *(f"--set {o}" for o in QUICK), "--out {dir}"])
-    return Source("lab/reverse-fast", (f"{run} --out {{dir}}",), (quick,), done=ckpt.STATE)
+    return Source("lab/reverse-fast", (f"{run} --out {{dir}}",), (quick,), done=ckpt.STATE, alone=True)
 
 
 BERT = f'viz bert --sentence "{SENTENCE}" --out {{dir}}'
@@ -97,12 +107,19 @@ CROSS = f'viz cross-attention {{runs}}/experiments/reverse-ablation/baseline "{P
 SOURCES: dict[str, Source] = {  # in the order they are made: a run comes before the views that read it
     s.name: s
     for s in (
-        Source("lab/gpt", ("train gpt --out {dir}",), (f"train gpt {GPT_QUICK} --out {{dir}}",), done=ckpt.STATE),
+        Source(  # the README quotes its training time: made alone, with every core, as a reader runs it
+            "lab/gpt",
+            ("train gpt --out {dir}",),
+            (f"train gpt {GPT_QUICK} --out {{dir}}",),
+            done=ckpt.STATE,
+            alone=True,
+        ),
         Source(  # what `make demo` trains (the README quotes it)
             "lab/demo",
             ("train gpt --config configs/gpt_cpu_quick.toml --out {dir}",),
             (f"train gpt --config configs/gpt_cpu_quick.toml {GPT_QUICK} --out {{dir}}",),
             done=ckpt.STATE,
+            alone=True,
         ),
         *(  # where each preset differs from the course's recipe, read from the presets (no run needed)
             Source(f"lab/recipes-{task}", (f"lab recipes {task}",), stdout=True, done="stdout.txt", cheap=True)
@@ -126,12 +143,14 @@ SOURCES: dict[str, Source] = {  # in the order they are made: a run comes before
             ("bench attention --repeats 3 --json {dir}/bench.json",),
             ("bench attention --repeats 1 --lengths 64,128 --json {dir}/bench.json",),
             done="bench.json",
+            alone=True,
         ),
         Source(
             "lab/bench-rnn",
             ("bench rnn --iters 3 --repeats 3 --json {dir}/bench.json",),
             ("bench rnn --iters 1 --repeats 1 --json {dir}/bench.json",),
             done="bench.json",
+            alone=True,
         ),
         *(_study(name) for name in STUDIES),
         *_reverse_cells(),
@@ -146,6 +165,11 @@ SOURCES: dict[str, Source] = {  # in the order they are made: a run comes before
         Source("lab/reverse-cross", (CROSS,), stdout=True, done="stdout.txt", cheap=True),
     )
 }
+
+
+# The study reuses its cells, made in parallel as sources of their own: it starts once they are all made.
+_cells = tuple(n for n in SOURCES if n.startswith("experiments/reverse-ablation/"))
+SOURCES["experiments/reverse-ablation"] = replace(SOURCES["experiments/reverse-ablation"], after=_cells)
 
 
 def complete(source: Source, folder: Path, quick: bool = False) -> bool:
@@ -169,6 +193,17 @@ def inputs_ready(source: Source, runs: Path) -> bool:
     """Every run folder its commands read exists and is complete."""
     reads = [a.removeprefix("{runs}/") for argv in source.argv(False) for a in argv if a.startswith("{runs}/")]
     return all(complete(SOURCES[r], runs / r) if r in SOURCES else (runs / r).exists() for r in reads)
+
+
+def needs(source: Source, quick: bool = False) -> tuple[str, ...]:
+    """The sources that must be complete before this one starts: those whose folders its commands read, and
+    its `after`."""
+    reads = [a.removeprefix("{runs}/") for argv in source.argv(quick) for a in argv if a.startswith("{runs}/")]
+    found = []
+    for r in reads:  # the source that makes the folder read: the one with the longest path above it
+        above = [n for n, s in SOURCES.items() if r == s.path or r.startswith(s.path + "/")]
+        found += [max(above, key=lambda n: len(SOURCES[n].path))] if above else []
+    return tuple(dict.fromkeys([*found, *source.after]))
 
 
 def facts(source: Source, folder: Path) -> dict[str, str]:
@@ -199,15 +234,6 @@ def machine_of(folder: Path, known: dict[str, str]) -> str:
         return str(read_json(folder / "lab.json").get("machine", "not recorded"))
     cpu = next((k for k in known if k.endswith("machine.cpu")), None)
     return f"{known[cpu]}, torch {known.get(cpu.removesuffix('cpu') + 'torch', '?')}" if cpu else "not recorded"
-
-
-def record_machine(folder: Path) -> None:
-    """Name the machine this process runs on in the folder's lab.json (the lab just made the folder here)."""
-    from tinyformer.device import machine
-
-    m = machine()
-    text = f"{m['cpu']}, {m['gpu'] or 'no GPU'}, torch {m['torch']}"
-    write_text(folder / "lab.json", json.dumps({"machine": text}, indent=2) + "\n")
 
 
 def table_facts(markdown: str) -> dict[str, str]:

@@ -1,0 +1,142 @@
+"""Making the lab's sources: the plan's estimate, the schedule (side by side, timed ones alone, dependencies,
+failures), the stamps and the stale check, and the report card."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tinyformer.lab import plan
+from tinyformer.lab.plan import Job, makespan, run_jobs
+from tinyformer.lab.sources import SOURCES, needs
+from tinyformer.lab.stamps import ENGINE, changed_since, code_of, made_text, read_stamp, stamp
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_an_estimate_is_the_stamped_wall_time_scaled_by_the_two_calibrations():
+    assert plan.estimate({"wall_s": 600, "speed": 80.0}, 40.0) == 1200  # a machine half as fast: twice the time
+    assert plan.estimate({"wall_s": 600, "speed": 80.0}, 160.0) == 300
+    assert plan.estimate({}, 40.0) is None  # never stamped: no estimate, and the plan says so
+    assert plan.estimate({"wall_s": 600}, 40.0) is None
+
+
+def test_makespan_runs_the_longest_ready_job_first_and_waits_for_what_each_needs():
+    jobs = [Job("a", (), 30.0), Job("b", (), 20.0), Job("c", (), 10.0), Job("d", ("a",), 5.0)]
+    assert makespan(jobs, 1) == 65
+    assert makespan(jobs, 2) == 35  # a | b, c ... then d after a: a=30, d 30..35; b 0..20, c 20..30
+    assert makespan([Job("x", (), 10.0), Job("y", ("x",), 10.0)], 2) == 20  # a chain gains nothing
+    timed = [Job("t", (), 7.0, alone=True), Job("u", (), 4.0, alone=True), Job("v", ("t",), 1.0)]
+    assert makespan([*jobs[:3], *timed], 2) == 30 + 11 + 1  # side by side, then alone, then what reads them
+    assert makespan([Job("z", (), 10.0)], 2, busy={"a": 3.0}) == 10  # running jobs' time left counts
+
+
+def write_after(seconds: float | dict, folder: Path, fail: str = ""):
+    def work(name: str) -> None:
+        (folder / f"{name}.start").write_text(repr(time.monotonic()))
+        time.sleep(seconds.get(name, 0.1) if isinstance(seconds, dict) else seconds)
+        if name == fail:
+            raise RuntimeError(f"{name} broke")
+        (folder / f"{name}.end").write_text(repr(time.monotonic()))
+
+    return work
+
+
+def span(folder: Path, name: str) -> tuple[float, float]:
+    return float((folder / f"{name}.start").read_text()), float((folder / f"{name}.end").read_text())
+
+
+def test_jobs_run_side_by_side_a_timed_one_alone_and_after_what_it_needs(tmp_path):
+    jobs = [Job("a", (), 1.0), Job("b", (), 1.0), Job("t", (), 1.0, alone=True), Job("c", ("t",), 1.0)]
+    lines: list[str] = []
+    work = write_after({"a": 0.9, "b": 0.3, "t": 0.3, "c": 0.1}, tmp_path)  # t is ready when b ends, a runs on
+    out = run_jobs(jobs, work, 2, lambda n: tmp_path / "logs" / f"{n}.log", 10.0, lines.append)
+    assert [m.name for m in out.failed] == [] and len(out.made) == 4
+    a, b, t, c = (span(tmp_path, n) for n in "abtc")
+    assert a[0] < b[1] and b[0] < a[1]  # a and b overlapped
+    assert t[0] >= max(a[1], b[1]) and c[0] >= t[1]  # t alone, c after the t it needs
+    assert any("left" in line and "4/4 made" in line for line in lines)
+    assert (tmp_path / "logs" / "a.log").is_file()  # each worker's output, kept
+
+
+def test_a_failed_job_is_reported_and_what_needs_it_never_starts(tmp_path):
+    jobs = [Job("a", (), 1.0), Job("b", ("a",), 1.0), Job("c", (), 1.0)]
+    out = run_jobs(jobs, write_after(0.05, tmp_path, fail="a"), 2, lambda n: tmp_path / f"{n}.log", 10.0, print)
+    assert [m.name for m in out.failed] == ["a"] and out.failed[0].code == 1
+    assert "RuntimeError: a broke" in (tmp_path / "a.log").read_text()
+    assert out.skipped == ["b"] and [m.name for m in out.made] == ["c"]
+    card = plan.card(out, {"c": "best val loss 1.5"}, tmp_path)
+    text = card.read_text()
+    assert "| c | best val loss 1.5 |" in text and "1 failed, 1 not started" in text
+    assert (tmp_path / "lab-card.png").stat().st_size > 1000
+    assert json.loads((tmp_path / "lab-card.json").read_text())["failed"] == ["a"]
+
+
+def test_a_source_needs_the_source_that_makes_what_it_reads_and_waits_for_what_it_reuses():
+    assert needs(SOURCES["lab/reverse-cross"]) == ("experiments/reverse-ablation/baseline",)  # not the whole study
+    cells = {n for n in SOURCES if n.startswith("experiments/reverse-ablation/")}
+    assert set(needs(SOURCES["experiments/reverse-ablation"])) == cells  # the study reuses every cell
+    assert needs(SOURCES["experiments/qa"]) == ("experiments/tagging",)  # its masked LM
+    assert "experiments/ablation" in needs(SOURCES["experiments/scale"])  # the shared baseline
+    assert needs(SOURCES["lab/gpt-info"]) == ("lab/gpt",)
+
+
+def git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+
+
+def test_a_source_is_stale_once_a_file_of_its_code_changes_after_its_stamp(tmp_path):
+    repo, run = tmp_path / "repo", tmp_path / "run"
+    (repo / "src/tinyformer/train").mkdir(parents=True)
+    (repo / "docs").mkdir()
+    run.mkdir()
+    (repo / "src/tinyformer/train/loop.py").write_text("x = 1\n")
+    (repo / "docs/guide.md").write_text("a\n")
+    git(repo, "init", "-q")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "init", "--allow-empty")
+    git(repo, "add", ".")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "code")
+    record = stamp(run, repo, 12.5, 80.0, "a CPU")
+    assert read_stamp(run) == record and record["wall_s"] == 12.5 and not record["dirty"]
+    paths = code_of([["train", "gpt"]])
+    assert changed_since(repo, record, paths) == []
+    assert made_text(record, []) == f"{record['commit'][:7]}, {record['date'][:10]}"
+    (repo / "docs/guide.md").write_text("b\n")  # not its code
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "docs")
+    assert changed_since(repo, record, paths) == []
+    (repo / "src/tinyformer/train/loop.py").write_text("x = 2\n")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "loop")
+    assert changed_since(repo, record, paths) == ["src/tinyformer/train/loop.py"]
+    assert made_text(record, ["src/tinyformer/train/loop.py"]).endswith("stale: 1 file of its code changed since")
+    assert changed_since(None, record, paths) is None and changed_since(repo, {}, paths) is None
+    assert made_text({}, None).startswith("not stamped")
+
+
+def test_a_studys_code_is_the_engine_and_its_own_module():
+    paths = code_of([["experiment", "ablation", "--out", "x"]])
+    assert set(ENGINE) <= set(paths) and "src/tinyformer/experiments/gpt_studies.py" in paths
+    assert "src/tinyformer/bench" in code_of([["bench", "attention"]])
+    assert "src/tinyformer/experiments/gpt_studies.py" not in code_of([["bench", "attention"]])
+
+
+def test_no_committed_fact_is_stale_without_saying_so():
+    """Each source's `made` fact (the README's last column, the guide's index) names its stamp and says
+    `stale` when its code changed after it: a commit that changes that code without `make lab` fails here."""
+    from tinyformer.lab.stamps import repository
+
+    root = repository(ROOT)
+    if root is None:
+        pytest.skip("not a git checkout: staleness cannot be told")
+    facts = json.loads((ROOT / "docs/lab/facts.json").read_text(encoding="utf-8"))
+    for name, record in facts["stamps"].items():
+        changed = changed_since(root, record, code_of(SOURCES[name].argv(False)))
+        if changed is None and record.get("commit"):
+            pytest.skip(f"this clone lacks commit {record['commit']}")
+        assert facts["stale"].get(name) == (changed or None), f"run `make lab`: {name} is stale since {changed}"
+        for key, value in facts["values"].items():
+            if key == f"{name}: made":
+                assert value == made_text(record, changed), key
