@@ -140,3 +140,18 @@ def test_no_committed_fact_is_stale_without_saying_so():
         for key, value in facts["values"].items():
             if key == f"{name}: made":
                 assert value == made_text(record, changed), key
+
+
+def test_ctrl_c_in_a_worker_stops_the_build_after_every_worker_has_ended(tmp_path):
+    """A worker whose training was interrupted exits 130 (its state saved): the build waits for the others,
+    which got the same Ctrl-C, and raises KeyboardInterrupt; running it again resumes."""
+
+    def work(name: str) -> None:
+        if name == "a":
+            raise KeyboardInterrupt
+        time.sleep(0.5)
+        (tmp_path / f"{name}.end").write_text("ended")
+
+    with pytest.raises(KeyboardInterrupt):
+        run_jobs([Job("a", (), 1.0), Job("b", (), 2.0)], work, 2, lambda n: tmp_path / f"{n}.log", 10.0, print)
+    assert (tmp_path / "b.end").is_file()  # b was waited for, not orphaned

@@ -274,15 +274,21 @@ def build(
     return pages, got
 
 
+HEADLINES = ("exact match", "best val loss", "val loss", "test accuracy", "F1", "speedup", "ms")
+
+
 def headline(name: str, known: dict[str, str]) -> str:
-    """One figure that sums a source up on the report card: a run's best loss, else its first table cell."""
+    """One figure that sums a source up on the report card: a run's exact match or best loss, else the first
+    table cell (in the report's order) whose column names a score or a time, else nothing."""
     for fact in ("final val exact_match", "best val loss"):
         if fact in known:
             return f"{fact} {known[fact]}"
-    cell = next((k for k in known if " / " in k and not k.startswith("table ") and ", " not in k), None)
-    if cell:
-        return f"{cell}: {known[cell]}"
-    return next((f"{k}: {v}" for k, v in known.items() if k != "machine"), "")
+    cells = [k for k in known if " / " in k and not k.startswith("table ") and ", " not in k.split(" / ")[0]]
+    for word in HEADLINES:
+        cell = next((k for k in cells if re.search(rf"\b{word}\b", k.split(" / ")[1])), None)
+        if cell:
+            return f"{cell}: {known[cell]}"
+    return ""
 
 
 def _check_out(docs: Path) -> None:

@@ -179,8 +179,12 @@ class Outcome:
     speed: float | None = None
 
 
+def say_now(line: str) -> None:
+    print(line, flush=True)  # a line as it happens, also when the output is a file
+
+
 def run_jobs(jobs: list[Job], work: Callable[[str], None], workers: int, logs: Callable[[str], Path] | None,
-             speed: float, say: Callable[[str], None] = print) -> Outcome:
+             speed: float, say: Callable[[str], None] = say_now) -> Outcome:
     """Run `work(name)` for every job in a forked worker, `workers` at a time, longest ready first; with
     `logs`, each worker's output goes to `logs(name)`. Prints one line per start and end with the time left."""
     out = Outcome(workers=workers, speed=speed, planned=makespan(jobs, workers))
@@ -217,10 +221,12 @@ def run_jobs(jobs: list[Job], work: Callable[[str], None], workers: int, logs: C
             now = time.monotonic()
             busy = {j.name: max(0.0, (j.seconds or 0.0) - (now - t)) for j, t in running.values()}
             left = makespan(todo, workers, busy)
+            unknown = sum(j.seconds is None for j in todo) + sum(j.seconds is None for j, _ in running.values())
             say(
                 f"lab: {'done' if code == 0 else f'FAILED (exit {code})'} {job.name} in {minutes(made.seconds)} "
                 f"(plan {minutes(job.seconds)}); {len(out.made)}/{len(jobs)} made, "
                 f"{minutes(now - start)} so far, about {minutes(left)} left"
+                + (f" plus {unknown} never measured" if unknown else "")
             )
     except KeyboardInterrupt:
         for pid in list(running):  # each worker got the same Ctrl-C: its training is saving
@@ -307,5 +313,6 @@ def summary(out: Outcome) -> dict:
         "workers": out.workers,
         "speed": out.speed,
         "made": len(out.made),
+        "unplanned": sum(m.planned is None for m in out.made),  # made without an estimate (never stamped)
         "failed": [m.name for m in out.failed],
     }

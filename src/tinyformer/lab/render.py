@@ -175,10 +175,13 @@ def provenance(facts: dict) -> list[str]:
     build = facts.get("build")
     if build:
         planned = "?" if build.get("planned_s") is None else f"{build['planned_s'] / 60:.1f}"
+        unplanned = build.get("unplanned", 0)
         lines += [
             f"The last `make lab TRAIN=1` made {build['made']} sources in {build['elapsed_s'] / 60:.1f} minutes of "
-            f"wall time, {build['workers']} at a time, against a plan of {planned} minutes ({build['date'][:10]}); "
-            "its report card is `runs/lab-card.md` on the machine that ran it.",
+            f"wall time, {build['workers']} at a time ({build['date'][:10]}), against a plan of {planned} minutes"
+            + (f" for the {build['made'] - unplanned} that had an estimate ({unplanned} had never been stamped)"
+               if unplanned else "")
+            + "; its report card is `runs/lab-card.md` on the machine that ran it.",
             "",
         ]
     hours = sum(r.get("wall_s", 0) for r in stamped) / 3600
