@@ -266,7 +266,7 @@ def build(
     for name, changed in got.stale.items():
         print(
             f"lab: stale: {name}, made at {got.stamps[name]['commit'][:7]}; since then {', '.join(changed[:3])}"
-            f"{' and more' if len(changed) > 3 else ''} changed (delete runs/{SOURCES[name].path} and make it again)"
+            f"{' and more' if len(changed) > 3 else ''} changed; to make it again: {remake(name)}"
         )
     unstamped = [n for n, record in got.stamps.items() if not record.get("commit")]
     if unstamped:
@@ -275,6 +275,13 @@ def build(
 
 
 HEADLINES = ("exact match", "best val loss", "val loss", "test accuracy", "F1", "speedup", "ms")
+
+
+def remake(name: str) -> str:
+    """How to make a complete source again: remove what completes it, then make that one source."""
+    source = SOURCES[name]
+    what = source.path if source.done == ckpt.STATE else f"{source.path}/{source.done}"
+    return f"rm -r runs/{what} && make lab ONLY={name}"
 
 
 def headline(name: str, known: dict[str, str]) -> str:
@@ -328,8 +335,8 @@ def write(docs: Path, pages: list[Page], got: Found, previous: dict | None = Non
     for path in [p for p in figures.rglob("*") if p.is_file()]:
         if path.relative_to(figures).as_posix() not in embedded:
             path.unlink()  # a figure no page embeds any more
-    last = (previous or {}).get("build")
-    if got.made is not None and got.made.made:
+    last = (previous or {}).get("build")  # the last build that made every source (the guide's total)
+    if got.made is not None and len(got.made.made) == len(got.stamps):
         last = plan.summary(got.made) | {"date": max(got.stamps[m.name].get("date", "") for m in got.made.made)}
     facts_json = {"machines": got.machines, "missing": got.missing, "values": got.values}
     facts_json |= {"stamps": got.stamps, "stale": got.stale}
