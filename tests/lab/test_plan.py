@@ -23,6 +23,7 @@ def test_an_estimate_is_the_stamped_wall_time_scaled_by_the_two_calibrations():
     assert plan.estimate({"wall_s": 600, "speed": 80.0}, 160.0) == 300
     assert plan.estimate({}, 40.0) is None  # never stamped: no estimate, and the plan says so
     assert plan.estimate({"wall_s": 600}, 40.0) is None
+    assert plan.estimate({"wall_s": 0.0, "speed": 80.0}, 40.0) == 0  # made in no time: known, not "?"
 
 
 def test_makespan_runs_the_longest_ready_job_first_and_waits_for_what_each_needs():

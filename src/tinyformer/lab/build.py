@@ -112,7 +112,8 @@ def measure(
     names = used_sources(texts)
     unknown = [n for n in only if n not in names]
     if unknown:
-        raise UserError(f"lab: --only {unknown[0]}: no page reads it; sources: {', '.join(names)}")
+        close = [n for n in names if unknown[0].split("/")[-1] in n][:5] or names[:5]
+        raise UserError(f"lab: --only {unknown[0]}: no page reads it; sources like: {', '.join(close)} (all: make lab PLAN=1)")
     todo = []
     for name in names:
         source, folder = SOURCES[name], runs / SOURCES[name].path

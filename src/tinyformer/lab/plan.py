@@ -93,7 +93,7 @@ def threads_for(workers: int) -> int:
 def estimate(record: dict, speed: float | None) -> float | None:
     """Seconds a source should take here: its stamp's wall time, scaled by the two calibrations."""
     wall, then = record.get("wall_s"), record.get("speed")
-    if not wall or not then or not speed:
+    if wall is None or not then or not speed:  # a source made in 0.0 s has an estimate: 0
         return None
     return wall * then / speed
 
