@@ -190,9 +190,8 @@ def _quick_run(folder: Path) -> bool:
 
 
 def inputs_ready(source: Source, runs: Path) -> bool:
-    """Every run folder its commands read exists and is complete."""
-    reads = [a.removeprefix("{runs}/") for argv in source.argv(False) for a in argv if a.startswith("{runs}/")]
-    return all(complete(SOURCES[r], runs / r) if r in SOURCES else (runs / r).exists() for r in reads)
+    """Every source it needs (the folders its commands read, and its `after`) is complete under `runs`."""
+    return all(complete(SOURCES[n], runs / SOURCES[n].path) for n in needs(source))
 
 
 def needs(source: Source, quick: bool = False) -> tuple[str, ...]:
