@@ -108,19 +108,25 @@ def quick_runs(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def quick_study(quick_runs):
     """`quick_study(name)`: the study made as `lab build --quick` makes it (its quick command, through the CLI's
-    own entry point, into its lab folder), at the first call."""
+    own entry point, into its lab folder), at the first call, after the sources it reads (a masked LM)."""
     from tinyformer.cli import main
-    from tinyformer.lab.build import produce
-    from tinyformer.lab.sources import SOURCES
+    from tinyformer.lab.build import needs, produce
+    from tinyformer.lab.sources import SOURCES, complete
 
     made: dict[str, Study] = {}
+
+    def make(source) -> None:
+        for name in needs(source, True):
+            if not complete(SOURCES[name], quick_runs / SOURCES[name].path, True):
+                make(SOURCES[name])
+        produce(source, quick_runs, True, main)
 
     def study(name: str) -> Study:
         if name not in made:
             source = SOURCES[f"experiments/{name}"]
             printed = io.StringIO()
             with contextlib.redirect_stdout(printed):
-                produce(source, quick_runs, True, main)
+                make(source)
             folder = quick_runs / source.path
             made[name] = Study(folder, folder / source.done, printed.getvalue())
         return made[name]

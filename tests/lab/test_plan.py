@@ -19,11 +19,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_an_estimate_is_the_stamped_wall_time_scaled_by_the_two_calibrations():
-    assert plan.estimate({"wall_s": 600, "speed": 80.0}, 40.0) == 1200  # a machine half as fast: twice the time
-    assert plan.estimate({"wall_s": 600, "speed": 80.0}, 160.0) == 300
+    same = {"speed": 80.0, "calibration": plan.CALIBRATION}
+    assert plan.estimate({"wall_s": 600, **same}, 40.0) == 1200  # a machine half as fast: twice the time
+    assert plan.estimate({"wall_s": 600, **same}, 160.0) == 300
     assert plan.estimate({}, 40.0) is None  # never stamped: no estimate, and the plan says so
     assert plan.estimate({"wall_s": 600}, 40.0) is None
-    assert plan.estimate({"wall_s": 0.0, "speed": 80.0}, 40.0) == 0  # made in no time: known, not "?"
+    assert plan.estimate({"wall_s": 0.0, **same}, 40.0) == 0  # made in no time: known, not "?"
+    # steps per second of another calibration's workload are another unit: the wall time, unscaled
+    assert plan.estimate({"wall_s": 600, "speed": 80.0, "calibration": "older"}, 40.0) == 600
+    assert plan.estimate({"wall_s": 600, "speed": 80.0}, 40.0) == 600
 
 
 def test_makespan_runs_the_longest_ready_job_first_and_waits_for_what_each_needs():
@@ -81,7 +85,8 @@ def test_a_source_needs_the_source_that_makes_what_it_reads_and_waits_for_what_i
     assert needs(SOURCES["lab/reverse-cross"]) == ("experiments/reverse-ablation/baseline",)  # not the whole study
     cells = {n for n in SOURCES if n.startswith("experiments/reverse-ablation/")}
     assert set(needs(SOURCES["experiments/reverse-ablation"])) == cells  # the study reuses every cell
-    assert needs(SOURCES["experiments/qa"]) == ("experiments/tagging",)  # its masked LM
+    for study in ("qa", "tagging", "classifiers"):  # one masked LM for the three, made first
+        assert needs(SOURCES[f"experiments/{study}"]) == ("experiments/classifiers/mlm",)
     assert "experiments/ablation" in needs(SOURCES["experiments/scale"])  # the shared baseline
     assert needs(SOURCES["lab/gpt-info"]) == ("lab/gpt",)
 
@@ -101,8 +106,8 @@ def test_a_source_is_stale_once_a_file_of_its_code_changes_after_its_stamp(tmp_p
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "init", "--allow-empty")
     git(repo, "add", ".")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "code")
-    record = stamp(run, repo, 12.5, 80.0, "a CPU")
-    assert read_stamp(run) == record and record["wall_s"] == 12.5 and not record["dirty"]
+    record = stamp(run / "lab.json", repo, 12.5, 80.0, "a CPU")
+    assert read_stamp(run / "lab.json") == record and record["wall_s"] == 12.5 and not record["dirty"]
     paths = code_of([["train", "gpt"]])
     assert changed_since(repo, record, paths) == []
     assert made_text(record, []) == f"{record['commit'][:7]}, {record['date'][:10]}"
@@ -115,6 +120,15 @@ def test_a_source_is_stale_once_a_file_of_its_code_changes_after_its_stamp(tmp_p
     assert made_text(record, ["src/tinyformer/train/loop.py"]).endswith("stale: 1 file of its code changed since")
     assert changed_since(None, record, paths) is None and changed_since(repo, {}, paths) is None
     assert made_text({}, None).startswith("not stamped")
+
+
+def test_every_source_has_a_stamp_of_its_own():
+    """Two sources that write into one folder (the bake-off and its MiniLM rows) keep two stamps: with one
+    file, the second overwrote the first's wall time and the next plan read 3.6 min for a 25-minute source."""
+    stamps = [s.stamp for s in SOURCES.values()]
+    assert len(set(stamps)) == len(stamps)
+    assert SOURCES["experiments/classifiers"].stamp == "experiments/classifiers/lab.json"
+    assert SOURCES["experiments/classifiers-minilm"].stamp == "experiments/classifiers/lab-classifiers-minilm.json"
 
 
 def test_a_studys_code_is_the_engine_and_its_own_module():

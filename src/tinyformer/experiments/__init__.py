@@ -25,7 +25,6 @@ class Study:
     report: str = "report.md"  # the file that completes it
     lab_args: str = ""  # what the lab's command adds ("{runs}": the runs root), e.g. a run of another study to reuse
     after: tuple[str, ...] = ()  # studies the lab makes first: this one reads or reuses their runs
-    timed: bool = False  # its figures are speeds: the lab makes it with no other work beside it
 
     @property
     def function(self) -> Callable[..., Path]:
@@ -45,11 +44,9 @@ EXPERIMENTS: dict[str, Study] = {
     "tokenizers": Study(  # no item of the guide quotes it (its BPE training is minutes no page would read)
         "characters vs byte-level BPE at the same parameters and wall time", "tokenizers:run", in_guide=False
     ),
-    "kv-cache": Study("per-token generation cost with and without the cache", "kv_cache:run", timed=True),
+    "kv-cache": Study("per-token generation cost with and without the cache", "kv_cache:run"),
     "reverse-ablation": Study("the encoder-decoder chapter's exercises", "reverse_ablation:run"),
-    "seq2seq-decoding": Study(
-        "encoder or decoder: where inference time goes, cache or not", "seq2seq_decoding:run", timed=True
-    ),
+    "seq2seq-decoding": Study("encoder or decoder: where inference time goes, cache or not", "seq2seq_decoding:run"),
     "classifiers": Study("Transformer vs TextCNN vs RNN family; what pretraining buys", "classifiers:run"),
     "classifiers-minilm": Study(
         "pretrained MiniLM vs its architecture from scratch",
@@ -59,20 +56,22 @@ EXPERIMENTS: dict[str, Study] = {
         report="report_minilm.md",
         after=("classifiers",),
     ),
-    "tagging": Study(
-        "names in speeches, unseen names: scratch vs masked-LM vs MiniLM init", "token_heads:tagging", mlm=True
+    "tagging": Study(  # the lab starts it, and qa, from the bake-off's masked LM: one pretraining for the three
+        "names in speeches, unseen names: scratch vs masked-LM vs MiniLM init",
+        "token_heads:tagging",
+        mlm=True,
+        lab_args="--mlm {runs}/experiments/classifiers/mlm",
     ),
-    "qa": Study(  # the lab starts it from the tagging study's masked LM, the same recipe, rather than train it twice
+    "qa": Study(
         '"Who says ...?" extractive QA: scratch vs masked-LM vs MiniLM init',
         "token_heads:qa",
         mlm=True,
-        lab_args="--mlm {runs}/experiments/tagging/pretrain-mlm",
+        lab_args="--mlm {runs}/experiments/classifiers/mlm",
     ),
     "attention-variants": Study(  # its softmax cell is ablation's baseline: reused
         "softmax vs linear vs GQA vs MQA: quality, speed vs length",
         "attention_variants:run",
         after=("ablation",),
-        timed=True,
     ),
     "practice": Study("clipping, warmup, accumulation, checkpointing, bf16: one switch each", "practice:run"),
 }

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from tinyformer.errors import UserError
 from tinyformer.files import make_dir, read_text, write_text
+from tinyformer.lab import plan
 from tinyformer.lab.render import (
     FRONT,
     PLACEHOLDER,
@@ -39,7 +40,6 @@ from tinyformer.lab.render import (
     templates,
     typed_numbers,
 )
-from tinyformer.lab import plan
 from tinyformer.lab.sources import SOURCES, Source, complete, facts, inputs_ready, needs, read_json
 from tinyformer.lab.stamps import changed_since, code_of, made_text, read_stamp, repository, stamp
 from tinyformer.train import checkpoint as ckpt
@@ -84,7 +84,7 @@ def produce(
             write_text(folder / "stdout.txt", captured.getvalue())
     m = machine()
     where = f"{m['cpu']}, {m['gpu'] or 'no GPU'}, torch {m['torch']}"
-    stamp(folder, repository(Path.cwd()), time.monotonic() - began, speed, where)
+    stamp(runs / source.stamp, repository(Path.cwd()), time.monotonic() - began, speed, where)
 
 
 def used_sources(texts: dict[Path, str]) -> list[str]:
@@ -113,7 +113,9 @@ def measure(
     unknown = [n for n in only if n not in names]
     if unknown:
         close = [n for n in names if unknown[0].split("/")[-1] in n][:5] or names[:5]
-        raise UserError(f"lab: --only {unknown[0]}: no page reads it; sources like: {', '.join(close)} (all: make lab PLAN=1)")
+        raise UserError(
+            f"lab: --only {unknown[0]}: no page reads it; sources like: {', '.join(close)} (all: make lab PLAN=1)"
+        )
     todo = []
     for name in names:
         source, folder = SOURCES[name], runs / SOURCES[name].path
@@ -139,13 +141,20 @@ def make(
     if cli is None:
         raise ValueError("lab: making a source needs the CLI's entry point (build(..., cli=main))")
     speed = plan.calibrate_in_worker(jobs, 0.3 if quick else plan.CALIBRATION_SECONDS)
-    work = []
+    work, unscaled = [], 0
     for name in todo:
-        record = read_stamp(runs / SOURCES[name].path) or recorded.get(name, {})
+        record = read_stamp(runs / SOURCES[name].stamp) or recorded.get(name, {})
         wanted = tuple(n for n in needs(SOURCES[name], quick))
         work.append(plan.Job(name, wanted, plan.estimate(record, speed), SOURCES[name].alone))
+        unscaled += bool(record.get("speed")) and record.get("calibration") != plan.CALIBRATION
     for line in plan.plan_lines(work, jobs, speed):
         print(line, flush=True)
+    if unscaled:
+        print(
+            f"lab: {unscaled} of these are stamped wall times, not scaled to this machine: their stamps were "
+            "calibrated on an older workload",
+            flush=True,
+        )
     if dry:
         return None
     logs = (lambda name: runs / "lab-logs" / f"{name.replace('/', '--')}.log") if jobs > 1 else None
@@ -166,7 +175,7 @@ def resolve(
     before, names = previous.get("machines", {}), used_sources(texts)
     for name in names:
         if name in found:
-            out.stamps[name] = read_stamp(runs / SOURCES[name].path)
+            out.stamps[name] = read_stamp(runs / SOURCES[name].stamp)
         elif name in before:
             out.stamps[name] = previous.get("stamps", {}).get(name, {})
     for name, record in out.stamps.items():
@@ -271,7 +280,9 @@ def build(
         )
     unstamped = [n for n, record in got.stamps.items() if not record.get("commit")]
     if unstamped:
-        print(f"lab: {len(unstamped)} sources were made before the lab stamped its facts: {', '.join(unstamped[:5])}...")
+        print(
+            f"lab: {len(unstamped)} sources were made before the lab stamped its facts: {', '.join(unstamped[:5])}..."
+        )
     return pages, got
 
 

@@ -179,8 +179,11 @@ def provenance(facts: dict) -> list[str]:
         lines += [
             f"The last `make lab TRAIN=1` made {build['made']} sources in {build['elapsed_s'] / 60:.1f} minutes of "
             f"wall time, {build['workers']} at a time ({build['date'][:10]}), against a plan of {planned} minutes"
-            + (f" for the {build['made'] - unplanned} that had an estimate ({unplanned} had never been stamped)"
-               if unplanned else "")
+            + (
+                f" for the {build['made'] - unplanned} that had an estimate ({unplanned} had never been stamped)"
+                if unplanned
+                else ""
+            )
             + "; its report card is `runs/lab-card.md` on the machine that ran it.",
             "",
         ]

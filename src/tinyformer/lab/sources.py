@@ -24,7 +24,7 @@ from tinyformer.course import RECIPES
 from tinyformer.errors import UserError
 from tinyformer.experiments import EXPERIMENTS
 from tinyformer.experiments.report import QUICK_MARK
-from tinyformer.files import read_text, write_text
+from tinyformer.files import read_text
 from tinyformer.train import checkpoint as ckpt
 
 GPT_QUICK = (
@@ -51,6 +51,12 @@ class Source:
     def path(self) -> str:
         return self.folder or self.name
 
+    @property
+    def stamp(self) -> str:
+        """Its stamp under the runs root: lab.json in its folder, or lab-NAME.json in a folder it shares with
+        another source (classifiers-minilm writes beside the bake-off), so neither overwrites the other's."""
+        return f"{self.path}/lab.json" if not self.folder else f"{self.path}/lab-{self.name.rsplit('/', 1)[-1]}.json"
+
     def argv(self, quick: bool) -> list[list[str]]:
         return [shlex.split(c) for c in ((self.quick or self.commands) if quick else self.commands)]
 
@@ -65,7 +71,6 @@ def _study(name: str) -> Source:
         done=study.report,
         folder=study.folder,
         after=tuple(f"experiments/{n}" for n in study.after),
-        alone=study.timed,
     )
 
 
@@ -89,6 +94,15 @@ def _reverse_cells() -> list[Source]:  # the study waits for them all (AFTER bel
         )
         for c in ra.cells()
     ]
+
+
+def _masked_lm() -> Source:
+    """The masked LM of the classifier bake-off (its first cell, `tinyformer train mlm`), made on its own so that
+    tagging and qa, which start from it too, need not wait for the bake-off's other cells."""
+    from tinyformer.experiments.classifiers import MLM_QUICK
+
+    quick = " ".join(["train mlm", *(f"--set {o}" for o in MLM_QUICK), "--out {dir}"])
+    return Source("experiments/classifiers/mlm", ("train mlm --out {dir}",), (quick,), done=ckpt.STATE)
 
 
 def _reverse_fast() -> Source:
@@ -152,6 +166,7 @@ SOURCES: dict[str, Source] = {  # in the order they are made: a run comes before
             done="bench.json",
             alone=True,
         ),
+        _masked_lm(),
         *(_study(name) for name in STUDIES),
         *_reverse_cells(),
         _reverse_fast(),
@@ -170,6 +185,8 @@ SOURCES: dict[str, Source] = {  # in the order they are made: a run comes before
 # The study reuses its cells, made in parallel as sources of their own: it starts once they are all made.
 _cells = tuple(n for n in SOURCES if n.startswith("experiments/reverse-ablation/"))
 SOURCES["experiments/reverse-ablation"] = replace(SOURCES["experiments/reverse-ablation"], after=_cells)
+# ... and the bake-off reuses its masked LM, made first.
+SOURCES["experiments/classifiers"] = replace(SOURCES["experiments/classifiers"], after=("experiments/classifiers/mlm",))
 
 
 def complete(source: Source, folder: Path, quick: bool = False) -> bool:

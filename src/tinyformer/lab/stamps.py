@@ -1,10 +1,10 @@
 """Where each fact of the guide comes from: the stamp the lab writes beside a source it makes, and whether the
 code that made it has changed since.
 
-A stamp (`lab.json` in the source's folder, copied into `docs/lab/facts.json` under `stamps`) names the commit
-the code was at, whether the tree had uncommitted changes there, the date, the machine, the wall time of the
-commands, and this machine's calibrated speed (`tinyformer.lab.plan.calibrate`), from which the next plan
-scales that wall time to another machine.
+A stamp (`lab.json` in the source's folder, `Source.stamp`; copied into `docs/lab/facts.json` under `stamps`)
+names the commit the code was at, whether the tree had uncommitted changes there, the date, the machine, the
+wall time of the commands, and this machine's calibrated speed (`tinyformer.lab.plan.calibrate`), from which the
+next plan scales that wall time to another machine.
 
 A source is *stale* when a file of the code that made it changed between its commit and HEAD: the training
 engine, the models, attention, tasks and data (`ENGINE`), plus what its own commands run (the study's module,
@@ -20,8 +20,8 @@ import subprocess
 from pathlib import Path
 
 from tinyformer.files import read_text, write_text
+from tinyformer.lab.plan import CALIBRATION
 
-STAMP = "lab.json"
 ENGINE = (  # what every training, evaluation and view runs through
     "configs",
     "src/tinyformer/attention",
@@ -72,25 +72,25 @@ def repository(start: Path) -> Path | None:
     return Path(top) if top else None
 
 
-def stamp(folder: Path, root: Path | None, wall: float, speed: float | None, machine: str) -> dict:
-    """Write the folder's stamp: what made it, where, when and in how long; returns it."""
+def stamp(path: Path, root: Path | None, wall: float, speed: float | None, machine: str) -> dict:
+    """Write a source's stamp (the file `path`): what made it, where, when and in how long; returns it."""
     commit = git(root, "rev-parse", "--short=10", "HEAD") if root else None
     dirty = bool(git(root, "status", "--porcelain", "--", "src", "configs")) if commit else False
     record = {
         "machine": machine,
         "commit": commit or "unknown",
         "dirty": dirty,
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "wall_s": round(wall, 1),
         "speed": speed,
+        "calibration": CALIBRATION,
     }
-    write_text(folder / STAMP, json.dumps(record, indent=2) + "\n")
+    write_text(path, json.dumps(record, indent=2) + "\n")
     return record
 
 
-def read_stamp(folder: Path) -> dict:
-    """The folder's stamp, or {} when the lab did not make it (or made it before stamps existed)."""
-    path = folder / STAMP
+def read_stamp(path: Path) -> dict:
+    """The stamp in the file `path`, or {} when the lab did not make it (or made it before stamps existed)."""
     if not path.is_file():
         return {}
     try:
