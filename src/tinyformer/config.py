@@ -36,7 +36,7 @@ from tinyformer.errors import UserError
 from tinyformer.files import input_file
 
 SCHEDULES = ("constant", "cosine", "noam")
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # train.precision; `tinyformer.device` resolves "auto"
 STOP_AT = re.compile(r"\s*(\w+)\s*(>=|<=)\s*([-+0-9.eE]+)\s*")
 
 
@@ -57,7 +57,9 @@ def target_met(text: str, result: dict) -> bool:
     metric, op, value = stop_target(text)
     if metric not in result:
         raise UserError(f"train.stop_at={text!r}: this task's evaluation reports {', '.join(sorted(result))}")
-    return result[metric] >= value if op == ">=" else result[metric] <= value  # train.precision; `tinyformer.device` resolves "auto"
+    return result[metric] >= value if op == ">=" else result[metric] <= value
+
+
 MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-3, 1e3  # below: logits / T overflows; use 0 for greedy
 MAX_SAMPLE_TOKENS = 1_000_000  # a sample is generated whole, then written: 1e11 tokens ran for days, silent
 RENAMED = {  # section -> {old key: new key}

@@ -39,6 +39,8 @@ def test_quick_ablation_writes_a_report_from_its_runs_and_reuses_them(quick_stud
     bare = saved["default-init-no-scale"]  # the chapter's exercise 1, second half: PyTorch's init, no sqrt(d)
     assert bare["embedding_init"] == "default" and bare["scale_embeddings"] is False
     assert saved["default-embedding-init"]["embedding_init"] == "default" and saved["relu-ffn"]["ffn"] == "relu"
+    precision = {json.loads((tmp_path / n / "config.json").read_text())["train"]["precision"] for n in names}
+    assert precision == {"auto"}
 
     def no_training(*args, **kwargs):
         raise AssertionError("a finished cell was trained again")
@@ -46,6 +48,18 @@ def test_quick_ablation_writes_a_report_from_its_runs_and_reuses_them(quick_stud
     monkeypatch.setattr(runner, "train_run", no_training)
     again = reverse_ablation.run(tmp_path, quick=True)
     assert again.read_text().splitlines()[:8] == text.splitlines()[:8]
+
+
+def test_every_cell_trains_in_auto_precision_and_those_that_cannot_learn_end_after_three_epochs():
+    """The whole study runs `train.precision=auto` (bf16 autocast where the CPU has it, as the chapter's log
+    ran): the baseline is `train reverse` with that alone, every other cell also stops at exact match 0.99."""
+    cells = {c.name: c.overrides for c in reverse_ablation.cells()}
+    assert cells["baseline"] == [reverse_ablation.PRECISION] == ["train.precision=auto"]
+    assert all(
+        reverse_ablation.PRECISION in o and reverse_ablation.DONE in o for n, o in cells.items() if n != "baseline"
+    )
+    three = {n for n, o in cells.items() if "train.max_iters=936" in o}
+    assert three == {"no-positions", "pre6-warmup1", "post6-warmup1"}
 
 
 def test_a_cell_folder_holding_another_run_is_refused_not_reused(tmp_path):
