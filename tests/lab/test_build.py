@@ -235,3 +235,16 @@ def test_a_figure_that_differs_only_by_one_rounding_is_not_rewritten(tmp_path):
     assert not same_in_substance(*pair('{"w":[0.1269,0.5]}', '{"w":[0.1369,0.5]}'))  # a weight that changed
     assert not same_in_substance(*pair('{"w":[0.1269,0.5]}', '{"v":[0.1269,0.5]}'))  # other text
     assert not same_in_substance(*pair("0.1269", "0.127", "x.png"))  # an image is compared byte for byte
+
+
+def test_a_build_makes_what_the_quoted_sources_read_though_no_page_quotes_it():
+    """No page quotes the bake-off's masked LM, but tagging, qa and the bake-off start from it: a build that
+    left it out started qa at once, which failed with "no tokenizer at .../classifiers/mlm"."""
+    from tinyformer.lab.build import needs, used_sources
+
+    texts = templates(TEMPLATES)
+    quoted = {m.group(2) for text in texts.values() for m in PLACEHOLDER.finditer(text)}
+    made = used_sources(texts)
+    assert "experiments/classifiers/mlm" in made and "experiments/classifiers/mlm" not in quoted
+    assert all(n in made for name in made for n in needs(SOURCES[name]))
+    assert made.index("experiments/classifiers/mlm") < made.index("experiments/tagging")

@@ -88,10 +88,18 @@ def produce(
 
 
 def used_sources(texts: dict[Path, str]) -> list[str]:
+    """The sources the templates quote, and those they read (the bake-off's masked LM, which no page quotes but
+    three studies start from): what a build makes, stamps and plans."""
     names = {m.group(2) for text in texts.values() for m in PLACEHOLDER.finditer(text)}
     unknown = sorted(names - set(SOURCES))
     if unknown:
         raise UserError(f"lab: templates name unknown sources {unknown}; known: {', '.join(SOURCES)}")
+    todo = list(names)
+    while todo:
+        for name in needs(SOURCES[todo.pop()]):
+            if name not in names:
+                names.add(name)
+                todo.append(name)
     return [n for n in SOURCES if n in names]  # in the registry's order: a run comes before what reads it
 
 
