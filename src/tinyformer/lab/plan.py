@@ -154,7 +154,8 @@ def minutes(seconds: float | None) -> str:
 
 def plan_lines(jobs: list[Job], workers: int, speed: float) -> list[str]:
     known = [j for j in jobs if j.seconds is not None]
-    lines = [f"lab: plan: {len(jobs)} sources to make, {workers} at a time (this machine: {speed:.1f} steps/s)"]
+    many = "s" if len(jobs) != 1 else ""
+    lines = [f"lab: plan: {len(jobs)} source{many} to make, {workers} at a time (this machine: {speed:.1f} steps/s)"]
     lines += [f"lab:   {minutes(j.seconds):>9}  {j.name}" for j in jobs]
     total = makespan(jobs, workers)
     unknown = len(jobs) - len(known)
