@@ -77,19 +77,21 @@ def _study(name: str) -> Source:
 STUDIES = tuple(name for name, study in EXPERIMENTS.items() if study.in_guide)
 
 
+def _run(command: str, overrides: list[str]) -> str:
+    """A training command line into the source's folder, with `--set` overrides."""
+    return " ".join([command, *(f"--set {o}" for o in overrides), "--out {dir}"])
+
+
 def _reverse_cells() -> list[Source]:  # the study waits for them all (AFTER below)
     """Each cell of the reverse-ablation study on its own, so a page can quote the cells trained so far."""
     from tinyformer.experiments import reverse_ablation as ra
-
-    def train(overrides: list[str]) -> str:
-        return " ".join(["train reverse", *(f"--set {o}" for o in overrides), "--out {dir}"])
 
     quick = {c.name: c.overrides for c in ra.quick_cells()}
     return [
         Source(
             f"experiments/reverse-ablation/{c.name}",
-            (train(c.overrides),),
-            (train(quick[c.name]),),
+            (_run("train reverse", c.overrides),),
+            (_run("train reverse", quick[c.name]),),
             done=ckpt.STATE,
         )
         for c in ra.cells()
@@ -101,8 +103,9 @@ def _masked_lm() -> Source:
     tagging and qa, which start from it too, need not wait for the bake-off's other cells."""
     from tinyformer.experiments.classifiers import MLM_QUICK
 
-    quick = " ".join(["train mlm", *(f"--set {o}" for o in MLM_QUICK), "--out {dir}"])
-    return Source("experiments/classifiers/mlm", ("train mlm --out {dir}",), (quick,), done=ckpt.STATE)
+    return Source(
+        "experiments/classifiers/mlm", (_run("train mlm", []),), (_run("train mlm", MLM_QUICK),), done=ckpt.STATE
+    )
 
 
 def _reverse_fast() -> Source:
@@ -110,8 +113,7 @@ def _reverse_fast() -> Source:
     from tinyformer.experiments.reverse_ablation import QUICK
 
     run = "train reverse --config configs/reverse_fast.toml"
-    quick = " ".join([run, *(f"--set {o}" for o in QUICK), "--out {dir}"])
-    return Source("lab/reverse-fast", (f"{run} --out {{dir}}",), (quick,), done=ckpt.STATE, alone=True)
+    return Source("lab/reverse-fast", (_run(run, []),), (_run(run, QUICK),), done=ckpt.STATE, alone=True)
 
 
 BERT = f'viz bert --sentence "{SENTENCE}" --out {{dir}}'
