@@ -28,8 +28,8 @@ SEEDS = (1337, 1)
 QUICK_MODEL = ["model.n_layer=1", "model.n_head=2", "model.n_embd=32", "model.d_ff=64", "data.seq_len=32"]
 MLM_QUICK = [*QUICK_MODEL, "train.max_iters=20", "train.eval_interval=10", "train.batch_size=8"]
 RECIPES = {  # task -> (small rows, MiniLM rows: 22.6M parameters, a few seconds a step on a 2-core CPU)
-    "tag": (["train.max_iters=400", "train.eval_interval=50"], ["train.max_iters=80", "train.eval_interval=20"]),
-    "qa": ([], ["train.max_iters=80", "train.eval_interval=40"]),  # small rows: the task's own recipe
+    "tag": ([], ["train.max_iters=80", "train.eval_interval=20"]),  # small rows: the task's own recipe
+    "qa": ([], ["train.max_iters=80", "train.eval_interval=40"]),
 }
 MINILM = ["train.batch_size=16", "train.lr=1e-4", "train.warmup_iters=8", "train.min_lr=1e-5"]
 QUICK = [*QUICK_MODEL, "train.max_iters=6", "train.eval_interval=3", "train.batch_size=4", "train.warmup_iters=1"]
