@@ -35,7 +35,8 @@ from typing import Any
 from tinyformer.errors import UserError
 from tinyformer.files import input_file
 
-SCHEDULES = ("constant", "cosine", "noam")
+SCHEDULES = ("constant", "cosine", "noam", "wsd")
+OPTIMIZERS = ("adamw", "muon")  # train.optimizer; see `tinyformer.train.optim`
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # train.precision; `tinyformer.device` resolves "auto"
 STOP_AT = re.compile(r"\s*(\w+)\s*(>=|<=)\s*([-+0-9.eE]+)\s*")
 
@@ -86,6 +87,7 @@ class DataConfig:
     tokenizer: str = "char"  # "char" (one id per character) or "bpe" (byte-level BPE learned on the train split)
     vocab_size: int = 4096  # bpe: tokens to learn, the 256 bytes included
     seq_len: int = 0  # tokens per training window; 0 = model.block_size
+    seq_warmup: int = 0  # steps over which the training window grows from seq_len / 8 (at least 8) to seq_len
 
     def __post_init__(self) -> None:
         if not 0.0 < self.val_fraction < 1.0:
@@ -94,6 +96,8 @@ class DataConfig:
             raise UserError(f"data.tokenizer={self.tokenizer!r} is not one of {', '.join(TOKENIZERS)}")
         if self.vocab_size < 256 or self.seq_len < 0:
             raise UserError(f"data.vocab_size={self.vocab_size} must be >= 256 and data.seq_len={self.seq_len} >= 0")
+        if self.seq_warmup < 0:
+            raise UserError(f"data.seq_warmup={self.seq_warmup} must be >= 0 (0 = off)")
 
 
 @dataclass
@@ -102,9 +106,12 @@ class TrainConfig:
     batch_size: int = 32  # sequences per micro-batch
     grad_accum: int = 1  # micro-batches per optimizer step
     lr: float = 3e-4  # peak learning rate
-    schedule: str = "constant"  # "constant", "cosine" (warmup, cosine decay) or "noam" (warmup, 1/sqrt(step))
-    warmup_iters: int = 0  # linear warmup steps (both schedules)
-    min_lr: float = 0.0  # floor of the cosine decay
+    schedule: str = "constant"  # "constant", "cosine" (warmup, cosine decay), "noam" (warmup, 1/sqrt(step))
+    # or "wsd" (warmup, stable at lr, then a linear decay to min_lr over the last `cooldown` of the steps)
+    warmup_iters: int = 0  # linear warmup steps (every schedule)
+    min_lr: float = 0.0  # where cosine and wsd end
+    cooldown: float = 0.2  # wsd: the fraction of max_iters, at the end, that decays linearly to min_lr
+    optimizer: str = "adamw"  # "adamw", or "muon": Muon for the blocks' weight matrices, AdamW for the rest
     weight_decay: float = 0.01  # AdamW decay, applied to matrices only ...
     decay_all: bool = False  # ... or to every parameter, biases and norms too (AdamW's default; the lab's)
     beta1: float = 0.9  # AdamW first-moment decay
@@ -134,6 +141,12 @@ class TrainConfig:
             raise UserError(f"train.schedule={self.schedule!r} is not one of {', '.join(SCHEDULES)}")
         if self.precision not in PRECISIONS:
             raise UserError(f"train.precision={self.precision!r} is not one of {', '.join(PRECISIONS)}")
+        if self.optimizer not in OPTIMIZERS:
+            raise UserError(f"train.optimizer={self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+        if self.optimizer == "muon" and self.precision == "fp16":
+            raise UserError("train.optimizer=muon does not run under fp16's loss scaling; use precision bf16 or fp32")
+        if not 0.0 < self.cooldown <= 1.0:
+            raise UserError(f"train.cooldown={self.cooldown} must be in (0, 1]")
         if not (self.warmup_iters >= 0 and self.min_lr >= 0 and self.grad_clip >= 0):
             raise UserError("train.warmup_iters, train.min_lr and train.grad_clip must be >= 0")
         check_seed("train.seed", self.seed)

@@ -231,7 +231,7 @@ def test_errors_name_the_bad_value():
         Seq2SeqConfig(n_embd=30)
     with pytest.raises(UserError, match="model.pad_id=13"):
         Seq2SeqConfig(pad_id=13)
-    with pytest.raises(UserError, match="model.ffn='sigmoid' is not one of gelu, gelu_tanh, relu, swiglu"):
+    with pytest.raises(UserError, match="model.ffn='sigmoid' is not one of gelu, gelu_tanh, relu, relu2, swiglu"):
         Seq2SeqConfig(ffn="sigmoid")
 
 

@@ -157,6 +157,7 @@ class MultiHeadAttention(nn.Module):
         backend: str = "sdpa",
         n_kv_head: int | None = None,
         kind: str = "softmax",
+        qk_norm: bool = False,
     ) -> None:
         super().__init__()
         n_kv_head = n_kv_head or n_head
@@ -169,7 +170,7 @@ class MultiHeadAttention(nn.Module):
         if cross and (n_kv_head != n_head or kind != "softmax"):
             raise ValueError("cross-attention is softmax multi-head attention only")
         self.n_head, self.n_kv_head, self.dropout, self.backend, self.cross = n_head, n_kv_head, dropout, backend, cross
-        self.kind, self.head_dim = kind, d_model // n_head
+        self.kind, self.head_dim, self.qk_norm = kind, d_model // n_head, qk_norm
         if cross:
             self.q = nn.Linear(d_model, d_model, bias=qkv_bias)
             self.kv = nn.Linear(d_model, 2 * d_model, bias=qkv_bias)
@@ -219,6 +220,8 @@ class MultiHeadAttention(nn.Module):
         """
         B, T, D = x.shape
         q, k, v = self.project(x, context, context_kv)  # (B, H, T, Dh), (B, Hkv, S, Dh) x 2
+        if self.qk_norm:  # every query and key to RMS 1 (no learned gain): |score| <= sqrt(Dh) whatever x is
+            q, k = F.rms_norm(q, (self.head_dim,)), F.rms_norm(k, (self.head_dim,))
         if rope is not None:
             q, k = rope(q, start), rope(k, start)  # rotated by their positions; shapes unchanged
         if self.kind == "linear":

@@ -57,6 +57,7 @@ class TransformerBlock(nn.Module):
         ffn: str = "gelu",
         n_kv_head: int | None = None,
         attention: str = "softmax",
+        qk_norm: bool = False,
     ) -> None:
         super().__init__()
         self.norm_first = norm_first
@@ -69,6 +70,7 @@ class TransformerBlock(nn.Module):
             backend=backend,
             n_kv_head=n_kv_head,
             kind=attention,
+            qk_norm=qk_norm,
         )
         self.drop = Dropout(dropout)
         self.ln2 = nn.LayerNorm(d_model, eps=layer_norm_eps)

@@ -3,7 +3,8 @@
 - `FeedForward`: Linear -> activation -> Linear -> Dropout (Vaswani et al., 2017). "relu" is the paper's
   max(0, x); "gelu" is the exact GELU, x·Φ(x) (Hendrycks & Gimpel, 2016), as in BERT; "gelu_tanh" is the
   tanh approximation that GPT-2 was trained with (`gelu_new` in Hugging Face configs). The two GELUs differ
-  by up to ~1e-3: a checkpoint needs the one it learned. All three have the same parameters.
+  by up to ~1e-3: a checkpoint needs the one it learned. "relu2" is ReLU squared, relu(x)^2 (So et al., 2021,
+  Primer; the GPT-2 speedrun's MLP). All four have the same parameters.
 - `SwiGLU`: W2(SiLU(W1 x) * W3 x) -> Dropout (Shazeer, 2020, "GLU Variants Improve Transformer"), without
   biases as in the paper. It has three weight matrices, so at equal `d_ff` it holds 1.5x the parameters.
 
@@ -18,16 +19,24 @@ from torch import nn
 
 from tinyformer.attention.dropout import Dropout
 
-FFN_KINDS = ("gelu", "gelu_tanh", "relu", "swiglu")
+FFN_KINDS = ("gelu", "gelu_tanh", "relu", "relu2", "swiglu")
 ACTIVATIONS = {  # FeedForward's `act`: a name -> its module
     "gelu": nn.GELU,
     "gelu_tanh": lambda: nn.GELU(approximate="tanh"),
     "relu": nn.ReLU,
+    "relu2": lambda: ReLUSquared(),
 }
 
 
+class ReLUSquared(nn.Module):
+    """relu(x)^2: zero for x <= 0, then a parabola, so its gradient 2x grows from 0 instead of jumping to 1."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(x).square()
+
+
 class FeedForward(nn.Module):
-    """Dropout(proj(act(fc(x)))), `act` one of ACTIVATIONS: "gelu" (exact), "gelu_tanh" or "relu"."""
+    """Dropout(proj(act(fc(x)))), `act` one of ACTIVATIONS: "gelu" (exact), "gelu_tanh", "relu" or "relu2"."""
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, act: str = "gelu") -> None:
         super().__init__()
@@ -56,7 +65,7 @@ class SwiGLU(nn.Module):
 
 
 def make_feedforward(kind: str, d_model: int, d_ff: int, dropout: float = 0.0) -> nn.Module:
-    """The feed-forward named `kind` ("gelu" / "gelu_tanh" / "relu" -> FeedForward, "swiglu" -> SwiGLU);
+    """The feed-forward named `kind` ("gelu" / "gelu_tanh" / "relu" / "relu2" -> FeedForward, "swiglu" -> SwiGLU);
     ValueError naming it otherwise."""
     if kind in ACTIVATIONS:
         return FeedForward(d_model, d_ff, dropout, act=kind)

@@ -14,6 +14,11 @@ Generation passes one `KVCache` per layer (`new_cache`) and the position
 Variants: `attention="linear"` (linear attention; its generation state is a fixed-size
 `LinearState` per layer instead of a growing `KVCache`) and `n_kv_head` (grouped- or
 multi-query attention: the cache stores only the KV heads). See `tinyformer.attention`.
+
+Switches that the public GPT-2 speedrun trains with, all off by default: `qk_norm` (queries and keys
+RMS-normalised per head), `ffn="relu2"`, `zero_init` (each block's output projections start at zero, so a fresh
+block is the identity) and `logit_softcap` (logits squashed by cap * tanh(logits / cap)). The training side
+(Muon, the wsd schedule, sequence-length warmup) is in `TrainConfig`, `DataConfig` and `tinyformer.train`.
 """
 
 from __future__ import annotations
@@ -63,10 +68,15 @@ class GPTConfig:
     tie_weights: bool = False  # the head reuses the token embedding matrix (GPT-2 does; saves V·D parameters)
     init: str = "gpt2"  # "gpt2": N(0, 0.02), zero biases, residual projections / sqrt(2 n_layer); "default": PyTorch's
     init_from: str = ""  # start from GPT-2 (hub id or folder) or a gpt run folder; its architecture and tokenizer
+    qk_norm: bool = False  # RMS-normalise each head's queries and keys (no gain): attention scores stay bounded
+    zero_init: bool = False  # each block's attention and MLP output projections start at 0: a fresh block is x -> x
+    logit_softcap: float = 0.0  # > 0: logits = cap * tanh(logits / cap), never beyond +-cap; 0 = off
 
     def __post_init__(self) -> None:
         if self.vocab_size < 0:
             raise UserError(f"model.vocab_size={self.vocab_size} must be >= 0")
+        if not (self.logit_softcap >= 0 and math.isfinite(self.logit_softcap)):
+            raise UserError(f"model.logit_softcap={self.logit_softcap} must be a number >= 0 (0 = off)")
         check_fields(
             self,
             "model",
@@ -135,6 +145,7 @@ class MiniGPT(nn.Module):
                 ffn=c.ffn,
                 n_kv_head=c.kv_heads,
                 attention=c.attention,
+                qk_norm=c.qk_norm,
             )
             for _ in range(c.n_layer)
         )
@@ -147,6 +158,12 @@ class MiniGPT(nn.Module):
         for name, p in self.named_parameters():  # GPT-2: scale residual projections by depth
             if c.init == "gpt2" and (name.endswith("attn.proj.weight") or name.endswith("mlp.proj.weight")):
                 nn.init.normal_(p, std=0.02 / math.sqrt(2 * c.n_layer))
+        if c.zero_init:  # the residual stream passes each fresh block unchanged; gradients still reach them
+            for block in self.blocks:
+                for layer in (block.attn.proj, block.mlp.proj):
+                    nn.init.zeros_(layer.weight)
+                    if layer.bias is not None:
+                        nn.init.zeros_(layer.bias)
         self.pe_scale = SINUSOID_SCALE if c.init == "gpt2" else 1.0  # sinusoids at the token embeddings' scale
 
     def new_cache(self, batch_size: int, capacity: int | None = None) -> list[KVCache] | list[LinearState]:
@@ -225,6 +242,9 @@ class MiniGPT(nn.Module):
                 x, w = block(x, cache=cache[i] if cache is not None else None, **kw)
             attentions.append(w)
         logits = self.head(self.ln_f(x))  # (B, T, V)
+        if self.config.logit_softcap:
+            cap = self.config.logit_softcap
+            logits = cap * torch.tanh(logits / cap)  # about the identity for |logits| << cap
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.view(B * T, -1), targets.reshape(B * T))

@@ -126,6 +126,11 @@ def check_exportable(model: nn.Module) -> None:
             f"model.attention={c.attention!r}, n_kv_head={c.n_kv_head}: GPT-2 has softmax multi-head attention; "
             "this model cannot be exported"
         )
+    if c.qk_norm or c.logit_softcap:
+        raise UserError(
+            f"model.qk_norm={c.qk_norm}, logit_softcap={c.logit_softcap}: GPT-2 normalises neither queries and keys "
+            "nor caps its logits; this model cannot be exported"
+        )
 
 
 def gpt2_config(model: nn.Module, eos_token_id: int | None = None) -> dict:

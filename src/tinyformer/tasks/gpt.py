@@ -87,8 +87,20 @@ class GPTTask(Task):
         c = self.config.model
         print(f"started from GPT-2 {self.init_from()!r}: {c.n_layer} layers, {c.n_head} heads, {c.n_embd} wide")
 
+    batches_drawn: int | None = None  # micro-batches the Trainer has drawn (`seek`); None: full windows
+
+    def seek(self, batches: int) -> None:
+        """Where training stands, for `data.seq_warmup`: the next batch is the one after the first `batches`."""
+        self.batches_drawn = batches
+
     def train_batch(self, batch_size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.splits.batch("train", batch_size, generator)
+        x, y = self.splits.batch("train", batch_size, generator)  # (B, T) each, T = seq_len
+        if self.batches_drawn is None:  # outside `Trainer.fit` (backend timing, benchmarks): full windows
+            return x, y
+        step = self.batches_drawn // self.config.train.grad_accum
+        self.batches_drawn += 1
+        T = window_at(step, x.size(1), self.config.data.seq_warmup)
+        return (x, y) if T == x.size(1) else (x[:, :T].contiguous(), y[:, :T].contiguous())
 
     def training_step(self, model: nn.Module, batch) -> tuple[torch.Tensor, dict[str, float]]:
         x, y = batch
@@ -163,6 +175,16 @@ class GPTTask(Task):
 
 
 @torch.no_grad()
+def window_at(step: int, seq_len: int, warmup: int) -> int:
+    """`data.seq_warmup`: the training window at optimizer step `step`, growing linearly from seq_len / 8 (at
+    least 8 tokens) to `seq_len` at step `warmup`. The windows are cut from the full ones, so the batches'
+    starts, and the random stream that draws them, do not depend on it."""
+    if step >= warmup:
+        return seq_len
+    first = min(seq_len, max(8, seq_len // 8))
+    return first + (seq_len - first) * step // warmup
+
+
 def text_loss(model: MiniGPT, ids: torch.Tensor) -> float:
     """Mean next-token cross-entropy over all of `ids` (N,), cut into consecutive windows of the block size.
 
