@@ -122,6 +122,27 @@ def test_a_source_is_stale_once_a_file_of_its_code_changes_after_its_stamp(tmp_p
     assert made_text({}, None).startswith("not stamped")
 
 
+def test_a_preset_added_after_a_stamp_leaves_it_fresh_and_a_changed_one_makes_it_stale(tmp_path):
+    repo, run = tmp_path / "repo", tmp_path / "run"
+    presets = repo / "src/tinyformer/presets"
+    presets.mkdir(parents=True)
+    run.mkdir()
+    (presets / "gpt_cpu_quick.toml").write_text("lr = 3e-3\n")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "code")
+    record = stamp(run / "lab.json", repo, 1.0, 80.0, "a CPU")
+    paths = code_of([["train", "gpt", "--config", "gpt_cpu_quick"]])
+    (presets / "gpt_speedrun.toml").write_text("lr = 1e-2\n")  # new: nothing stamped before it read it
+    git(repo, "add", ".")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a new preset")
+    assert changed_since(repo, record, paths) == []
+    (presets / "gpt_cpu_quick.toml").write_text("lr = 1e-3\n")  # changed: what the source read is not it
+    (presets / "gpt_speedrun.toml").write_text("lr = 2e-2\n")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "both changed")
+    assert changed_since(repo, record, paths) == ["src/tinyformer/presets/gpt_cpu_quick.toml"]
+
+
 def test_every_source_has_a_stamp_of_its_own():
     """Two sources that write into one folder (the bake-off and its MiniLM rows) keep two stamps: with one
     file, the second overwrote the first's wall time and the next plan read 3.6 min for a 25-minute source."""

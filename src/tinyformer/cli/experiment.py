@@ -20,6 +20,8 @@ def add_experiment(p: argparse.ArgumentParser) -> None:
     )
     takers = ", ".join(k for k, s in EXPERIMENTS.items() if s.mlm)
     p.add_argument("--mlm", metavar="RUN", help=f"{takers}: the masked-LM run to start from (default: train one)")
+    takers = ", ".join(k for k, s in EXPERIMENTS.items() if s.nanogpt)
+    p.add_argument("--nanogpt", metavar="DIR", help=f"{takers}: a nanoGPT checkout, timed on the same text")
 
 
 def cmd_experiment(a: argparse.Namespace) -> int:
@@ -30,6 +32,9 @@ def cmd_experiment(a: argparse.Namespace) -> int:
     if a.mlm and not study.mlm:
         takers = " and ".join(k for k, s in EXPERIMENTS.items() if s.mlm)
         raise UserError(f"--mlm applies to the {takers} experiments, not {a.name!r}")
+    if a.nanogpt and not study.nanogpt:
+        raise UserError(f"--nanogpt applies to the speedrun experiment, not {a.name!r}")
     need(f"experiment {a.name}", *study.needs)
-    study(a.out, quick=a.quick, data=a.data, **({"mlm": a.mlm} if a.mlm else {}))
+    extra = ({"mlm": a.mlm} if a.mlm else {}) | ({"nanogpt": a.nanogpt} if a.nanogpt else {})
+    study(a.out, quick=a.quick, data=a.data, **extra)
     return 0

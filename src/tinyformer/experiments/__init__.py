@@ -18,6 +18,7 @@ class Study:
     about: str  # one line for --help
     where: str  # "module:function" that makes it, in tinyformer.experiments
     mlm: bool = False  # takes --mlm RUN: the masked-LM run to start from
+    nanogpt: bool = False  # takes --nanogpt DIR: a nanoGPT checkout to run beside it
     needs: tuple[str, ...] = ()  # optional packages it cannot run without (`tinyformer.extras`)
     # what the lab guide (`tinyformer.lab.sources`) needs to know of it:
     in_guide: bool = True  # the guide quotes it, so `lab build` makes it
@@ -74,4 +75,10 @@ EXPERIMENTS: dict[str, Study] = {
         after=("ablation",),
     ),
     "practice": Study("clipping, warmup, accumulation, checkpointing, bf16: one switch each", "practice:run"),
+    "speedrun": Study(  # no page quotes it yet: 48 runs and nanoGPT's, beyond the guide's hour
+        "time to val 1.88: the GPT-2 speedrun's tricks alone and together, 3 seeds; nanoGPT beside it",
+        "speedrun:run",
+        nanogpt=True,
+        in_guide=False,
+    ),
 }

@@ -37,6 +37,7 @@ ENGINE = (  # what every training, evaluation and view runs through
     "src/tinyformer/tasks",
     "src/tinyformer/train",
 )
+ADDED_UNREAD = ("src/tinyformer/presets/",)  # files added here since a stamp were not read to make it
 VERBS = {  # a command's first word -> the code it runs beyond the engine
     "bench": ("src/tinyformer/bench",),
     "viz": ("src/tinyformer/viz",),
@@ -102,12 +103,16 @@ def read_stamp(path: Path) -> dict:
 
 def changed_since(root: Path | None, record: dict, paths: tuple[str, ...]) -> list[str] | None:
     """Files of `paths` changed from the stamp's commit to HEAD; None when that cannot be told (no repository,
-    an unstamped source, a commit this clone lacks)."""
+    an unstamped source, a commit this clone lacks). A preset added since is not among them: a command reads a
+    preset by its name, so nothing made before that preset existed read it."""
     commit = record.get("commit")
     if root is None or not commit or commit == "unknown":
         return None
-    out = git(root, "diff", "--name-only", f"{commit}..HEAD", "--", *paths)
-    return None if out is None else [line for line in out.splitlines() if line]
+    out = git(root, "diff", "--name-status", "--no-renames", f"{commit}..HEAD", "--", *paths)
+    if out is None:
+        return None
+    rows = [line.split("\t", 1) for line in out.splitlines() if line]
+    return [name for status, name in rows if not (status == "A" and name.startswith(ADDED_UNREAD))]
 
 
 def made_text(record: dict, changed: list[str] | None) -> str:

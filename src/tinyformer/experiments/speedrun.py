@@ -1,0 +1,274 @@
+"""Time to result: which of the GPT-2 speedrun's tricks still pay for the character GPT on a CPU.
+
+The public GPT-2 speedrun went from 45 minutes to about a minute and a quarter mostly by needing fewer tokens.
+This study asks which of its tricks buy time at 0.8M parameters on a laptop CPU, each as a config switch of
+MiniGPT (see `tinyformer.models.gpt` and `tinyformer.train.optim`):
+
+1. the CPU preset `gpt_cpu_quick` (the baseline), then each trick added to it alone;
+2. "best": every trick whose median time to the target beat the baseline's, together; then "best" with each of
+   them removed in turn (what each still adds in company).
+
+Every cell trains with 3 seeds (`train.seed`), evaluating every 100 steps, until the first evaluation at val
+loss <= 1.88 (`train.stop_at`) or the preset's 3,000 steps. Per run: the training seconds to that evaluation
+(evaluations excluded), and the best val loss within the first `BUDGET_S` seconds of training.
+
+`--nanogpt DIR` also runs nanoGPT's tuned CPU command (`NANOGPT_ARGS`) from a checkout at DIR, on the same
+text split the same way, after ours in the same session, and puts it on the same figure. nanoGPT trains in
+fp32 on a CPU (it autocasts on GPUs only); ours in `train.precision=auto`, bf16 where the CPU has it.
+
+    tinyformer experiment speedrun [--quick] [--out DIR] [--nanogpt DIR]
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tinyformer.errors import UserError
+from tinyformer.experiments.gpt_studies import run_study
+from tinyformer.experiments.report import figure, markdown_table, write_report
+from tinyformer.experiments.runner import Cell, CellResult
+from tinyformer.files import make_dir, write_text
+from tinyformer.plots import plot_series
+
+TARGET = 1.88  # val loss (nats per character) that every cell is timed to
+BUDGET_S = 10.0  # seconds of training after which each run's best val loss is compared
+SEEDS, QUICK_SEEDS = (1337, 1, 2), (1337,)
+EVERY = ["train.eval_interval=100", "train.eval_iters=50"]  # the target is checked every 100 steps
+STOP = f"train.stop_at=loss<={TARGET}"  # and a run ends at the first evaluation that meets it
+
+
+@dataclass(frozen=True)
+class Trick:
+    name: str
+    overrides: tuple[str, ...]
+    about: str
+
+
+TRICKS = (
+    Trick("muon", ("train.optimizer=muon",), "Muon for the blocks' weight matrices, AdamW for the rest"),
+    Trick("qk-norm", ("model.qk_norm=true",), "queries and keys RMS-normalised per head"),
+    Trick("relu2", ("model.ffn=relu2",), "ReLU² MLP instead of GELU"),
+    Trick("zero-init", ("model.zero_init=true",), "attention and MLP output projections start at zero"),
+    Trick("softcap", ("model.logit_softcap=15",), "logits soft-capped at 15"),
+    Trick("wsd", ("train.schedule=wsd",), "warmup-stable-decay (the last 20% decays) instead of cosine"),
+    Trick("seq-warmup", ("data.seq_warmup=300",), "the window grows from 8 to 64 tokens over 300 steps"),
+    Trick("rope", ("model.positions=rope",), "rotary positions instead of learned ones"),
+    Trick("tied", ("model.tie_weights=true",), "the head tied to the token embedding"),
+)
+QUICK_TRICKS = TRICKS[:2]
+
+# nanoGPT's CPU command from its README, tuned (a 10x learning rate, a short warmup), evaluated every 100 steps
+NANOGPT_ARGS = (
+    "config/train_shakespeare_char.py --device=cpu --compile=False --block_size=64 --batch_size=12 --n_layer=4 "
+    "--n_head=4 --n_embd=128 --max_iters=2000 --lr_decay_iters=2000 --dropout=0.0 --learning_rate=3e-3 "
+    "--warmup_iters=50 --eval_interval=100 --log_interval=1"
+).split()
+NANOGPT_QUICK = ["--max_iters=20", "--lr_decay_iters=20", "--eval_interval=10", "--eval_iters=2"]
+DATASET = "tinyformer_char"  # the folder under the checkout's data/ that holds the text in nanoGPT's format
+
+
+# ---- our cells ----------------------------------------------------------------------------------------------
+def seeded(name: str, overrides: list[str], about: str, seeds: tuple[int, ...]) -> list[Cell]:
+    return [Cell(f"{name}-seed{s}", [*overrides, STOP, f"train.seed={s}"], about) for s in seeds]
+
+
+def first_reach(curve: list[tuple[float, float]], target: float) -> float | None:
+    """(train seconds, val loss) points -> the seconds at the first point at or under `target` (None: never)."""
+    return next((t for t, v in curve if v <= target), None)
+
+
+def best_within(curve: list[tuple[float, float]], seconds: float) -> float:
+    """The lowest val loss among the points made within `seconds` of training (step 0's loss at least)."""
+    return min(v for t, v in curve if t <= seconds or t == curve[0][0])
+
+
+def curve(r: CellResult) -> list[tuple[float, float]]:
+    """(train seconds, val loss) at every evaluation of a run."""
+    return [(m["train_seconds"], m["loss"]) for m in r.metrics if m.get("split") == "val" and "loss" in m]
+
+
+@dataclass
+class Group:
+    """One cell's runs over the seeds."""
+
+    name: str
+    about: str
+    curves: list[list[tuple[float, float]]]
+
+    @property
+    def times(self) -> list[float | None]:
+        return [first_reach(c, TARGET) for c in self.curves]
+
+    @property
+    def median_time(self) -> float:
+        """The median time to the target, a run that never reached it counting as infinitely slow."""
+        return statistics.median(t if t is not None else float("inf") for t in self.times)
+
+    @property
+    def bests(self) -> list[float]:
+        return [best_within(c, BUDGET_S) for c in self.curves]
+
+
+def train_group(name: str, overrides: list[str], about: str, seeds, out: Path, quick: bool, data) -> Group:
+    _, results = run_study("speedrun", seeded(name, overrides, about, seeds), out, quick, data, budget=EVERY)
+    return Group(name, about, [curve(r) for r in results])
+
+
+# ---- nanoGPT ------------------------------------------------------------------------------------------------
+def nanogpt_data(checkout: Path, text: str) -> Path:
+    """Write `text` in nanoGPT's character format (sorted characters, the first 90% to train.bin, uint16 ids,
+    meta.pkl with vocab_size, itos and stoi) under checkout/data/DATASET; -> that folder."""
+    import numpy as np
+
+    chars = sorted(set(text))
+    stoi = {c: i for i, c in enumerate(chars)}
+    ids = np.array([stoi[c] for c in text], dtype=np.uint16)
+    n = int(len(text) * 0.9)  # the same split as ours: the last 10% of the characters are the val text
+    folder = make_dir(checkout / "data" / DATASET)
+    ids[:n].tofile(folder / "train.bin")
+    ids[n:].tofile(folder / "val.bin")
+    meta = {"vocab_size": len(chars), "itos": dict(enumerate(chars)), "stoi": stoi}
+    (folder / "meta.pkl").write_bytes(pickle.dumps(meta))
+    return folder
+
+
+STEP = re.compile(r"^step (\d+): train loss [\d.]+, val loss ([\d.]+)")
+ITER = re.compile(r"^iter (\d+): loss [\d.]+, time ([\d.]+)ms")
+
+
+def nanogpt_curve(log: str) -> list[tuple[float, float]]:
+    """nanoGPT's printed log -> (training seconds, val loss) at each evaluation. Its `time` of an iteration that
+    starts with an evaluation (and a checkpoint) includes them; that one counts as the median iteration, so the
+    seconds, like ours, leave evaluations out. The val loss printed at step N is that of the first N steps."""
+    vals = {int(m[1]): float(m[2]) for m in map(STEP.match, log.splitlines()) if m}
+    times = {int(m[1]): float(m[2]) / 1e3 for m in map(ITER.match, log.splitlines()) if m}
+    if not vals or not times:
+        raise UserError("nanoGPT's log has no 'step N: ... val loss' or 'iter N: ... time' lines; see its log file")
+    every = sorted(vals)
+    plain = statistics.median(dt for i, dt in times.items() if i not in vals)
+    dt = [plain if i in vals else times.get(i, plain) for i in range(max(every) + 1)]
+    return [(sum(dt[:n]), vals[n]) for n in every]
+
+
+def nanogpt_group(checkout: Path, text: str, runs: int, folder: Path, quick: bool) -> tuple[Group, str, list[str]]:
+    """nanoGPT's command `runs` times from `checkout` -> (its curves, the checkout's commit, the command)."""
+    if not (checkout / "train.py").is_file() or not (checkout / "model.py").is_file():
+        raise UserError(f"--nanogpt {str(checkout)!r}: no nanoGPT checkout there (train.py and model.py)")
+    nanogpt_data(checkout, text)
+    commit = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
+    command = ["python", "train.py", *NANOGPT_ARGS, *(NANOGPT_QUICK if quick else []), f"--dataset={DATASET}"]
+    curves = []
+    for k in range(runs):
+        log_file = folder / f"nanogpt-{k}.log"
+        if not log_file.is_file() or "iter " not in log_file.read_text():
+            out = f"--out_dir={(folder / f'nanogpt-{k}').resolve()}"
+            done = subprocess.run([sys.executable, *command[1:], out], cwd=checkout, capture_output=True, text=True)
+            if done.returncode:
+                write_text(log_file.with_suffix(".err"), done.stdout + done.stderr)
+                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                raise UserError(f"nanoGPT ended with exit code {done.returncode}: {last}")
+            write_text(log_file, done.stdout)
+        curves.append(nanogpt_curve(log_file.read_text()))
+    return Group("nanoGPT", "nanoGPT's tuned CPU command", curves), commit.stdout.strip() or "unknown", command
+
+
+# ---- the study ----------------------------------------------------------------------------------------------
+def finite(t: float) -> float | None:
+    return None if t == float("inf") else t
+
+
+def seconds(t: float | None) -> str:
+    return "not reached" if t is None or t == float("inf") else f"{t:.1f}"
+
+
+def row(g: Group, base: Group) -> list:
+    reached = [t for t in g.times if t is not None]
+    spread = f"{min(reached):.1f}-{max(reached):.1f}" if reached else "-"
+    ratio = g.median_time / base.median_time if base.median_time not in (0, float("inf")) else float("nan")
+    return [
+        g.name,
+        g.about,
+        f"{len(reached)}/{len(g.times)}",
+        seconds(g.median_time),
+        spread,
+        "-" if ratio != ratio or ratio == float("inf") else f"{ratio:.2f}x",
+        f"{statistics.median(g.bests):.4f} ({min(g.bests):.4f}-{max(g.bests):.4f})",
+    ]
+
+
+def run(out: Path | None = None, quick: bool = False, data: str | None = None, nanogpt: str | None = None) -> Path:
+    from tinyformer.data.tinyshakespeare import read_text, resolve_path
+
+    seeds, tricks = (QUICK_SEEDS, QUICK_TRICKS) if quick else (SEEDS, TRICKS)
+    checkout = Path(nanogpt).expanduser() if nanogpt else None
+    if checkout is not None and not (checkout / "train.py").is_file():
+        raise UserError(f"--nanogpt {nanogpt!r}: no nanoGPT checkout there (its train.py)")
+    folder = make_dir(Path(out or f"runs/experiments/speedrun{'-quick' if quick else ''}"))
+
+    def group(name, overrides, about):
+        return train_group(name, overrides, about, seeds, folder, quick, data)
+
+    base = group("baseline", [], "the CPU preset gpt_cpu_quick")
+    alone = [group(t.name, list(t.overrides), t.about) for t in tricks]
+    helped = [t for t, g in zip(tricks, alone, strict=True) if g.median_time < base.median_time]
+    best_tricks = helped or [min(zip(alone, tricks), key=lambda p: p[0].median_time)[1]]
+    best_over = [o for t in best_tricks for o in t.overrides]
+    best = group("best", best_over, "together: " + ", ".join(t.name for t in best_tricks))
+    without = [
+        group(
+            f"best-no-{t.name}", [o for u in best_tricks if u is not t for o in u.overrides], f"best without {t.name}"
+        )
+        for t in best_tricks
+        if len(best_tricks) > 1
+    ]
+    nano, commit, command = None, "", []
+    if checkout is not None:
+        text = read_text(resolve_path(data))
+        nano, commit, command = nanogpt_group(checkout, text, len(seeds), folder, quick)
+
+    groups = [base, *alone, best, *without, *([nano] if nano else [])]
+    curves = {g.name: g.curves[0] for g in [base, *alone, best, *([nano] if nano else [])]}
+    plot_series(
+        curves, folder / "val_vs_time.png", "training seconds", "val loss", f"Val loss against time (seed {seeds[0]})"
+    )
+    cols = [
+        "cell",
+        "what",
+        "reached",
+        f"median s to {TARGET}",
+        "range s",
+        "vs baseline",
+        f"best val in {BUDGET_S:.0f} s",
+    ]
+    figures = {
+        "target": TARGET,
+        "budget_s": BUDGET_S,
+        "seeds": list(seeds),
+        "best": [t.name for t in best_tricks],
+        "cells": {g.name: {"times": g.times, "bests": g.bests, "median_time": finite(g.median_time)} for g in groups},
+    }
+    parts = [
+        markdown_table(cols, [row(g, base) for g in groups]),
+        "",
+        figure("val_vs_time.png", "val loss against training seconds"),
+        "",
+    ]
+    if nano is not None:
+        ratio = best.median_time / nano.median_time
+        figures["nanogpt"] = {"commit": commit, "command": " ".join(command), "best_over_nanogpt": ratio}
+        parts += [
+            f"**best against nanoGPT: {ratio:.2f}x** its median time to {TARGET} ({seconds(best.median_time)} s "
+            f"against {seconds(nano.median_time)} s), measured in this run, one after the other.",
+            "",
+            f"nanoGPT at commit `{commit}`, run from its checkout as `{' '.join(command)}` "
+            f"(its own seed: the {len(seeds)} runs differ only by the machine's noise).",
+        ]
+    return write_report(
+        folder, "Time to result: the speedrun's tricks at 0.8M parameters", quick, parts, figures=figures
+    )

@@ -1,0 +1,95 @@
+"""The speedrun study: its time-to-target arithmetic, nanoGPT's data and log as the study reads them, and the
+study at --quick size with a stand-in nanoGPT checkout (the real one is fetched by hand, never in the tests)."""
+
+import json
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tinyformer.errors import UserError
+from tinyformer.experiments import speedrun
+
+
+def test_time_to_target_is_the_first_evaluation_at_or_under_it_and_the_budget_keeps_what_came_before():
+    curve = [(0.0, 4.2), (5.0, 2.1), (9.0, 1.9), (12.0, 1.87), (15.0, 1.85)]
+    assert speedrun.first_reach(curve, 1.88) == 12.0 and speedrun.first_reach(curve, 1.5) is None
+    assert speedrun.best_within(curve, 10.0) == 1.9 and speedrun.best_within(curve, 0.0) == 4.2
+    g = speedrun.Group("x", "", [curve, curve[:3], curve])
+    assert g.times == [12.0, None, 12.0] and g.median_time == 12.0
+    assert speedrun.Group("y", "", [curve[:3], curve[:3], curve]).median_time == float("inf")
+
+
+def nanogpt_log(eval_every=10, steps=30, dt_ms=10.0, eval_ms=700.0) -> str:
+    """A log in nanoGPT's print format: an evaluation line every `eval_every` steps (before that step's
+    training), then each iteration's time, inflated where the iteration began with an evaluation."""
+    lines = []
+    for i in range(steps + 1):
+        if i % eval_every == 0:
+            lines.append(f"step {i}: train loss {4 - i / 10:.4f}, val loss {4 - i / 10 + 0.05:.4f}")
+            if i == steps:
+                break
+        t = eval_ms if i % eval_every == 0 else dt_ms
+        lines.append(f"iter {i}: loss {4 - i / 10:.4f}, time {t:.2f}ms, mfu 1.00%")
+    return "\n".join(lines)
+
+
+def test_nanogpts_curve_counts_training_time_only():
+    curve = speedrun.nanogpt_curve(nanogpt_log())
+    assert [v for _, v in curve] == pytest.approx([4.05, 3.05, 2.05, 1.05])
+    assert [t for t, _ in curve] == pytest.approx([0.0, 0.1, 0.2, 0.3])  # 10 ms a step, evaluations left out
+    with pytest.raises(UserError, match="nanoGPT's log"):
+        speedrun.nanogpt_curve("Initializing a new model from scratch\n")
+
+
+def test_nanogpts_data_is_the_same_text_split_where_ours_is(tmp_path):
+    text = "First Citizen:\nBefore we proceed any further, hear me speak.\n" * 7
+    folder = speedrun.nanogpt_data(tmp_path, text)
+    meta = pickle.loads((folder / "meta.pkl").read_bytes())
+    train, val = (np.fromfile(folder / f"{s}.bin", dtype=np.uint16) for s in ("train", "val"))
+    decode = lambda ids: "".join(meta["itos"][int(i)] for i in ids)  # noqa: E731
+    n = int(len(text) * 0.9)
+    assert decode(train) == text[:n] and decode(val) == text[n:]
+    assert meta["vocab_size"] == len(set(text)) and all(meta["stoi"][c] == i for i, c in meta["itos"].items())
+
+
+FAKE_TRAIN = """import sys
+args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--"))
+assert args["dataset"] == "tinyformer_char" and args["device"] == "cpu" and args["eval_interval"] == "10"
+open("data/tinyformer_char/train.bin", "rb").close()
+print(LOG)
+"""
+
+
+@pytest.mark.slow
+def test_quick_study_times_each_cell_and_a_stand_in_nanogpt_checkout(tmp_path, text_file):
+    checkout = tmp_path / "nanoGPT"
+    checkout.mkdir()
+    (checkout / "model.py").write_text("")
+    (checkout / "train.py").write_text(f"LOG = {nanogpt_log()!r}\n" + FAKE_TRAIN)
+    out = tmp_path / "study"
+    report = speedrun.run(out, quick=True, data=str(text_file), nanogpt=str(checkout)).read_text()
+    figures = json.loads((out / "figures.json").read_text())
+    cells = figures["cells"]
+    assert {"baseline", "muon", "qk-norm", "best", "nanoGPT"} <= set(cells)
+    for name, trick in (("muon", "optimizer"), ("qk-norm", "qk_norm")):
+        saved = json.loads((out / f"{name}-seed1337" / "config.json").read_text())
+        assert saved["train"]["stop_at"] == f"loss<={speedrun.TARGET}"
+        assert (saved["train"] if trick == "optimizer" else saved["model"])[trick] in ("muon", True)
+    assert cells["nanoGPT"]["times"] == [pytest.approx(0.3)]  # the stand-in's log: 1.05 after 30 steps of 10 ms
+    assert figures["nanogpt"]["command"].startswith("python train.py config/train_shakespeare_char.py")
+    assert "| baseline |" in report and "best against nanoGPT" in report
+    assert (out / "val_vs_time.png").stat().st_size > 1000
+    assert (out / "nanogpt-0.log").read_text().startswith("step 0:")
+
+
+def test_a_bad_nanogpt_folder_and_the_flag_on_another_study_are_one_line_errors(tmp_path):
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "tinyformer", *args], capture_output=True, text=True)
+
+    done = cli("experiment", "speedrun", "--quick", "--out", str(tmp_path / "s"), "--nanogpt", str(tmp_path))
+    assert done.returncode == 2 and "no nanoGPT checkout there" in done.stderr and "Traceback" not in done.stderr
+    done = cli("experiment", "ablation", "--quick", "--nanogpt", str(tmp_path))
+    assert done.returncode == 2 and "--nanogpt applies to the speedrun experiment" in done.stderr
