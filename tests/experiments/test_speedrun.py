@@ -14,12 +14,22 @@ from tinyformer.experiments import speedrun
 
 
 def test_time_to_target_is_the_first_evaluation_at_or_under_it_and_the_budget_keeps_what_came_before():
-    curve = [(0.0, 4.2), (5.0, 2.1), (9.0, 1.9), (12.0, 1.87), (15.0, 1.85)]
-    assert speedrun.first_reach(curve, 1.88) == 12.0 and speedrun.first_reach(curve, 1.5) is None
+    curve = [(0.0, 4.2, 0), (5.0, 2.1, 100), (9.0, 1.9, 200), (12.0, 1.87, 300), (15.0, 1.85, 400)]
+    assert speedrun.first_reach(curve, 1.88) == (12.0, 1.87, 300) and speedrun.first_reach(curve, 1.5) is None
     assert speedrun.best_within(curve, 10.0) == 1.9 and speedrun.best_within(curve, 0.0) == 4.2
-    g = speedrun.Group("x", "", [curve, curve[:3], curve])
-    assert g.times == [12.0, None, 12.0] and g.median_time == 12.0
-    assert speedrun.Group("y", "", [curve[:3], curve[:3], curve]).median_time == float("inf")
+    g = speedrun.Group("x", "", [curve, curve[:3], curve], [1.0, 1.0, 1.0])
+    assert g.times == [12.0, None, 12.0] and g.median_time == 12.0 and g.steps == [300, None, 300]
+    assert speedrun.Group("y", "", [curve[:3], curve[:3], curve], [1.0] * 3).median_time == float("inf")
+
+
+def test_a_trick_pays_only_with_fewer_steps_and_less_time():
+    def group(step, seconds):
+        return speedrun.Group("g", "", [[(0.0, 4.0, 0), (seconds, 1.8, step)]] * 3, [1.0] * 3)
+
+    base = group(1200, 20.0)
+    assert speedrun.pays(group(1000, 18.0), base)
+    assert not speedrun.pays(group(700, 23.0), base)  # fewer steps, each dearer: Muon on a CPU
+    assert not speedrun.pays(group(1200, 19.0), base)  # as many steps: a faster time is the machine's noise
 
 
 def nanogpt_log(eval_every=10, steps=30, dt_ms=10.0, eval_ms=700.0) -> str:
@@ -38,8 +48,9 @@ def nanogpt_log(eval_every=10, steps=30, dt_ms=10.0, eval_ms=700.0) -> str:
 
 def test_nanogpts_curve_counts_training_time_only():
     curve = speedrun.nanogpt_curve(nanogpt_log())
-    assert [v for _, v in curve] == pytest.approx([4.05, 3.05, 2.05, 1.05])
-    assert [t for t, _ in curve] == pytest.approx([0.0, 0.1, 0.2, 0.3])  # 10 ms a step, evaluations left out
+    assert [v for _, v, _ in curve] == pytest.approx([4.05, 3.05, 2.05, 1.05])
+    assert [t for t, _, _ in curve] == pytest.approx([0.0, 0.1, 0.2, 0.3])  # 10 ms a step, evaluations left out
+    assert [n for _, _, n in curve] == [0, 10, 20, 30]
     with pytest.raises(UserError, match="nanoGPT's log"):
         speedrun.nanogpt_curve("Initializing a new model from scratch\n")
 
@@ -73,14 +84,16 @@ def test_quick_study_times_each_cell_and_a_stand_in_nanogpt_checkout(tmp_path, t
     report = speedrun.run(out, quick=True, data=str(text_file), nanogpt=str(checkout)).read_text()
     figures = json.loads((out / "figures.json").read_text())
     cells = figures["cells"]
-    assert {"baseline", "muon", "qk-norm", "best", "nanoGPT"} <= set(cells)
+    assert {"baseline", "muon", "qk-norm", "gpt_speedrun", "nanoGPT"} <= set(cells)
+    assert set(figures["best"]) <= {"muon", "qk-norm"} and ("best" in cells) == bool(figures["best"])
     for name, trick in (("muon", "optimizer"), ("qk-norm", "qk_norm")):
         saved = json.loads((out / f"{name}-seed1337" / "config.json").read_text())
         assert saved["train"]["stop_at"] == f"loss<={speedrun.TARGET}"
         assert (saved["train"] if trick == "optimizer" else saved["model"])[trick] in ("muon", True)
     assert cells["nanoGPT"]["times"] == [pytest.approx(0.3)]  # the stand-in's log: 1.05 after 30 steps of 10 ms
     assert figures["nanogpt"]["command"].startswith("python train.py config/train_shakespeare_char.py")
-    assert "| baseline |" in report and "best against nanoGPT" in report
+    assert "| baseline |" in report and "against nanoGPT:" in report and "- **muon** (" in report
+    assert cells["nanoGPT"]["tokens_per_s"] == [pytest.approx(12 * 64 / 0.01)]  # 10 ms an iteration
     assert (out / "val_vs_time.png").stat().st_size > 1000
     assert (out / "nanogpt-0.log").read_text().startswith("step 0:")
 
@@ -93,3 +106,19 @@ def test_a_bad_nanogpt_folder_and_the_flag_on_another_study_are_one_line_errors(
     assert done.returncode == 2 and "no nanoGPT checkout there" in done.stderr and "Traceback" not in done.stderr
     done = cli("experiment", "ablation", "--quick", "--nanogpt", str(tmp_path))
     assert done.returncode == 2 and "--nanogpt applies to the speedrun experiment" in done.stderr
+
+
+def test_the_speedrun_preset_is_the_cpu_preset_with_only_its_marked_changes():
+    """Every key of configs/gpt_speedrun.toml says in its comment whether it is the CPU preset's or changed, and
+    says the truth: the changed ones are exactly where the two presets differ."""
+    from tinyformer.config import PRESETS
+
+    changed = {o.split("=")[0] for o in speedrun.preset_overrides("gpt_speedrun")}
+    assert changed == {"model.ffn", "model.positions", "train.beta2"}
+    section = ""
+    for line in (PRESETS / "gpt_speedrun.toml").read_text().splitlines():
+        if line.startswith("["):
+            section = line.strip("[]")
+        elif "=" in line and not line.startswith("#") and section:
+            key, comment = f"{section}.{line.split('=')[0].strip()}", line.split("#", 1)[1]
+            assert comment.strip().startswith("changed" if key in changed else "as gpt_cpu_quick"), key

@@ -137,6 +137,8 @@ def test_a_preset_added_after_a_stamp_leaves_it_fresh_and_a_changed_one_makes_it
     git(repo, "add", ".")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a new preset")
     assert changed_since(repo, record, paths) == []
+    table = code_of([["lab", "recipes", "gpt"]])  # reads every preset: the new one is in its table now
+    assert changed_since(repo, record, table) == ["src/tinyformer/presets/gpt_speedrun.toml"]
     (presets / "gpt_cpu_quick.toml").write_text("lr = 1e-3\n")  # changed: what the source read is not it
     (presets / "gpt_speedrun.toml").write_text("lr = 2e-2\n")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "both changed")

@@ -37,12 +37,13 @@ ENGINE = (  # what every training, evaluation and view runs through
     "src/tinyformer/tasks",
     "src/tinyformer/train",
 )
-ADDED_UNREAD = ("src/tinyformer/presets/",)  # files added here since a stamp were not read to make it
+PRESETS = "src/tinyformer/presets/"  # a preset added here since a stamp was not read to make it ...
+ALL_PRESETS = PRESETS  # ... unless the command reads every preset there is (`lab recipes`): this in its code says so
 VERBS = {  # a command's first word -> the code it runs beyond the engine
     "bench": ("src/tinyformer/bench",),
     "viz": ("src/tinyformer/viz",),
     "info": ("src/tinyformer/info.py",),
-    "lab": ("src/tinyformer/lab/recipes.py",),
+    "lab": ("src/tinyformer/lab/recipes.py", ALL_PRESETS),
     "experiment": ("src/tinyformer/experiments/runner.py", "src/tinyformer/experiments/report.py"),
 }
 
@@ -103,8 +104,9 @@ def read_stamp(path: Path) -> dict:
 
 def changed_since(root: Path | None, record: dict, paths: tuple[str, ...]) -> list[str] | None:
     """Files of `paths` changed from the stamp's commit to HEAD; None when that cannot be told (no repository,
-    an unstamped source, a commit this clone lacks). A preset added since is not among them: a command reads a
-    preset by its name, so nothing made before that preset existed read it."""
+    an unstamped source, a commit this clone lacks). A preset added since is not among them unless the code
+    reads every preset (`ALL_PRESETS` in `paths`): a command reads a preset by its name, so nothing made before
+    that preset existed read it."""
     commit = record.get("commit")
     if root is None or not commit or commit == "unknown":
         return None
@@ -112,7 +114,8 @@ def changed_since(root: Path | None, record: dict, paths: tuple[str, ...]) -> li
     if out is None:
         return None
     rows = [line.split("\t", 1) for line in out.splitlines() if line]
-    return [name for status, name in rows if not (status == "A" and name.startswith(ADDED_UNREAD))]
+    unread = () if ALL_PRESETS in paths else (PRESETS,)
+    return [name for status, name in rows if not (status == "A" and name.startswith(unread))]
 
 
 def made_text(record: dict, changed: list[str] | None) -> str:
