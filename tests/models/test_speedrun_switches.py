@@ -11,21 +11,12 @@ import torch
 import torch.nn.functional as F
 
 from tests.generate.test_sampling import trace  # the very steps `generate` takes, with or without the cache
+from tests.models.test_gpt_variants import gpt, tokens  # a small MiniGPT (eval mode) and its token batches
 from tinyformer.attention.multihead import MultiHeadAttention
 from tinyformer.errors import UserError
 from tinyformer.layers.feedforward import FeedForward
-from tinyformer.models.gpt import GPTConfig, MiniGPT, param_count
+from tinyformer.models.gpt import GPTConfig, param_count
 from tinyformer.models.gpt2 import check_exportable
-
-
-def gpt(seed=0, **kw) -> MiniGPT:
-    torch.manual_seed(seed)
-    cfg = dict(vocab_size=30, block_size=32, n_layer=2, n_head=4, n_embd=32, dropout=0.0) | kw
-    return MiniGPT(GPTConfig(**cfg)).eval()
-
-
-def tokens(B=2, T=20, seed=1):
-    return torch.randint(0, 30, (B, T), generator=torch.Generator().manual_seed(seed))
 
 
 def scaled_qk(attn: MultiHeadAttention, factor: float) -> None:
