@@ -68,10 +68,29 @@ def test_nanogpts_data_is_the_same_text_split_where_ours_is(tmp_path):
 
 FAKE_TRAIN = """import sys
 args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--"))
-assert args["dataset"] == "tinyformer_char" and args["device"] == "cpu" and args["eval_interval"] == "10"
+assert args["dataset"] == "tinyformer_char" and args["device"] == "cpu"
 open("data/tinyformer_char/train.bin", "rb").close()
-print(LOG)
+every, steps = int(args["eval_interval"]), int(args["max_iters"])
+assert int(args["lr_decay_iters"]) == steps
+for i in range(steps + 1):  # val loss 4 / (1 + i/10) + 0.05 at every evaluation, 10 ms an iteration
+    if i % every == 0:
+        print(f"step {i}: train loss {4 / (1 + i / 10):.4f}, val loss {4 / (1 + i / 10) + 0.05:.4f}")
+        if i == steps:
+            break
+    print(f"iter {i}: loss 1.0000, time {700.0 if i % every == 0 else 10.0:.2f}ms, mfu 1.00%")
 """
+
+
+def test_a_budget_is_filled_with_whole_evaluation_rounds_and_scored_by_each_runs_best():
+    assert speedrun.steps_in(60, 50.3) == 3015 and speedrun.steps_in(60, 50.0) == 3000
+    assert speedrun.steps_in(0.01, 1.0) == speedrun.EVALS  # never a run without steps
+    curve = [(0.0, 4.2, 0), (30.0, 1.9, 1500), (61.0, 1.8, 3000)]
+    assert speedrun.steps_per_second(speedrun.Group("g", "", [curve, [(0.0, 4.0, 0), (20.0, 2.0, 500)]], [])) == (
+        pytest.approx((3000 / 61 + 25) / 2)
+    )
+    b = speedrun.Budget(1, 3000, [curve, [(0.0, 4.1, 0), (59.0, 1.7, 3000), (60.0, 1.75, 3000)]])
+    assert b.bests == [1.8, 1.7] and b.seconds == [61.0, 60.0]
+    assert b.text() == ["3,000", "1.7500 (1.7000-1.8000)", "60", "2"]
 
 
 @pytest.mark.slow
@@ -79,7 +98,7 @@ def test_quick_study_times_each_cell_and_a_stand_in_nanogpt_checkout(tmp_path, t
     checkout = tmp_path / "nanoGPT"
     checkout.mkdir()
     (checkout / "model.py").write_text("")
-    (checkout / "train.py").write_text(f"LOG = {nanogpt_log()!r}\n" + FAKE_TRAIN)
+    (checkout / "train.py").write_text(FAKE_TRAIN)
     out = tmp_path / "study"
     report = speedrun.run(out, quick=True, data=str(text_file), nanogpt=str(checkout)).read_text()
     figures = json.loads((out / "figures.json").read_text())
@@ -90,12 +109,23 @@ def test_quick_study_times_each_cell_and_a_stand_in_nanogpt_checkout(tmp_path, t
         saved = json.loads((out / f"{name}-seed1337" / "config.json").read_text())
         assert saved["train"]["stop_at"] == f"loss<={speedrun.TARGET}"
         assert (saved["train"] if trick == "optimizer" else saved["model"])[trick] in ("muon", True)
-    assert cells["nanoGPT"]["times"] == [pytest.approx(0.3)]  # the stand-in's log: 1.05 after 30 steps of 10 ms
+    assert cells["nanoGPT"]["times"] == [pytest.approx(0.2)]  # the stand-in's log: 1.38 after 20 steps of 10 ms
     assert figures["nanogpt"]["command"].startswith("python train.py config/train_shakespeare_char.py")
     assert "| baseline |" in report and "against nanoGPT:" in report and "- **muon** (" in report
     assert cells["nanoGPT"]["tokens_per_s"] == [pytest.approx(12 * 64 / 0.01)]  # 10 ms an iteration
     assert (out / "val_vs_time.png").stat().st_size > 1000
     assert (out / "nanogpt-0.log").read_text().startswith("step 0:")
+    # the budget: nanoGPT's 100 steps a second fill 0.6 s with 60 steps, evaluated every 12, its best at the end
+    budget = figures["budgets"]["0.01"]
+    assert budget["nanoGPT"] == {
+        "steps": 60,
+        "bests": [pytest.approx(4 / 7 + 0.05, abs=1e-4)],
+        "seconds": [pytest.approx(0.6)],
+    }
+    ours = json.loads((out / "gpt_speedrun-0.01min-seed1337" / "config.json").read_text())
+    assert ours["train"]["max_iters"] == budget["gpt_speedrun"]["steps"] and not ours["train"].get("stop_at")
+    assert ours["model"]["ffn"] == "relu2" and budget["gpt_speedrun"]["steps"] % speedrun.EVALS == 0
+    assert "## Best val loss in a time budget" in report and (out / "budgets.png").stat().st_size > 1000
 
 
 def test_a_bad_nanogpt_folder_and_the_flag_on_another_study_are_one_line_errors(tmp_path):

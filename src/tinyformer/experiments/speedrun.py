@@ -12,6 +12,10 @@ Every cell trains with 3 seeds (`train.seed`), evaluating every 100 steps, until
 loss <= 1.88 (`train.stop_at`) or the preset's 3,000 steps. Per run: the training seconds to that evaluation
 (evaluations excluded), and the best val loss within the first `BUDGET_S` seconds of training.
 
+3. What the preset and nanoGPT reach in 1, 3 and 10 minutes of training (`BUDGETS`): each command's schedule
+   sized to end at the budget (its steps = the budget x the steps per training second it ran at above), so the
+   learning rate has decayed when time is up, as a user with that much time would set it.
+
 `--nanogpt DIR` also runs nanoGPT's tuned CPU command (`NANOGPT_ARGS`) from a checkout at DIR, on the same
 text split the same way, after ours in the same session, and puts it on the same figure. nanoGPT trains in
 fp32 on a CPU (it autocasts on GPUs only); ours in `train.precision=auto`, bf16 where the CPU has it.
@@ -41,6 +45,9 @@ from tinyformer.plots import plot_series
 TARGET = 1.88  # val loss (nats per character) that every cell is timed to
 BUDGET_S = 10.0  # seconds of training after which each run's best val loss is compared
 SEEDS, QUICK_SEEDS = (1337, 1, 2), (1337,)
+BUDGETS = {1: SEEDS, 3: SEEDS, 10: SEEDS[:1]}  # minutes of training -> seeds (3 seeds of ten minutes: 40 more)
+QUICK_BUDGETS = {0.01: QUICK_SEEDS}
+EVALS = 5  # evaluations in a budget run, the last at its end (and one at step 0)
 EVERY = ["train.eval_interval=100", "train.eval_iters=50"]  # the target is checked every 100 steps
 STOP = f"train.stop_at=loss<={TARGET}"  # and a run ends at the first evaluation that meets it
 
@@ -201,6 +208,19 @@ def nanogpt_curve(log: str) -> list[Point]:
     return [(sum(dt[:n]), vals[n], n) for n in every]
 
 
+def nanogpt_run(checkout: Path, command: list[str], log_file: Path) -> str:
+    """nanoGPT's `command` run in `checkout` (unless `log_file` already holds a finished run) -> its log."""
+    if not log_file.is_file() or "iter " not in log_file.read_text():
+        out = f"--out_dir={log_file.with_suffix('').resolve()}"
+        done = subprocess.run([sys.executable, *command[1:], out], cwd=checkout, capture_output=True, text=True)
+        if done.returncode:
+            write_text(log_file.with_suffix(".err"), done.stdout + done.stderr)
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise UserError(f"nanoGPT ended with exit code {done.returncode}: {last}")
+        write_text(log_file, done.stdout)
+    return log_file.read_text()
+
+
 def nanogpt_group(checkout: Path, text: str, runs: int, folder: Path, quick: bool) -> tuple[Group, str, list[str]]:
     """nanoGPT's command `runs` times from `checkout` -> (its curves, the checkout's commit, the command)."""
     if not (checkout / "train.py").is_file() or not (checkout / "model.py").is_file():
@@ -210,20 +230,98 @@ def nanogpt_group(checkout: Path, text: str, runs: int, folder: Path, quick: boo
     command = ["python", "train.py", *NANOGPT_ARGS, *(NANOGPT_QUICK if quick else []), f"--dataset={DATASET}"]
     curves, speeds = [], []
     for k in range(runs):
-        log_file = folder / f"nanogpt-{k}.log"
-        if not log_file.is_file() or "iter " not in log_file.read_text():
-            out = f"--out_dir={(folder / f'nanogpt-{k}').resolve()}"
-            done = subprocess.run([sys.executable, *command[1:], out], cwd=checkout, capture_output=True, text=True)
-            if done.returncode:
-                write_text(log_file.with_suffix(".err"), done.stdout + done.stderr)
-                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-                raise UserError(f"nanoGPT ended with exit code {done.returncode}: {last}")
-            write_text(log_file, done.stdout)
-        curves.append(nanogpt_curve(log_file.read_text()))
-        times = [float(m[2]) / 1e3 for m in map(ITER.match, log_file.read_text().splitlines()) if m]
+        log = nanogpt_run(checkout, command, folder / f"nanogpt-{k}.log")
+        curves.append(nanogpt_curve(log))
+        times = [float(m[2]) / 1e3 for m in map(ITER.match, log.splitlines()) if m]
         speeds.append(NANOGPT_TOKENS / statistics.median(times))
     group = Group("nanoGPT", "nanoGPT's tuned CPU command", curves, speeds)
     return group, commit.stdout.strip() or "unknown", command
+
+
+# ---- time budgets -------------------------------------------------------------------------------------------
+def steps_per_second(g: Group) -> float:
+    """Median over its runs of the steps per training second at each run's last evaluation."""
+    return statistics.median(c[-1][2] / c[-1][0] for c in g.curves if c[-1][0] > 0)
+
+
+def steps_in(seconds: float, per_second: float) -> int:
+    """The steps that fill `seconds` of training at `per_second`: a multiple of EVALS, at least EVALS."""
+    n = round(seconds * per_second)
+    return max(EVALS, n - n % EVALS)
+
+
+@dataclass
+class Budget:
+    """One command's runs sized to `minutes` of training: `steps` each, their curves."""
+
+    minutes: float
+    steps: int
+    curves: list[list[Point]]
+
+    @property
+    def bests(self) -> list[float]:
+        return [min(v for _, v, _ in c) for c in self.curves]
+
+    @property
+    def seconds(self) -> list[float]:
+        return [c[-1][0] for c in self.curves]
+
+    def text(self) -> list[str]:
+        b, s = self.bests, self.seconds
+        spread = f" ({min(b):.4f}-{max(b):.4f})" if len(b) > 1 else ""
+        return [f"{self.steps:,}", f"{statistics.median(b):.4f}{spread}", f"{statistics.median(s):.0f}", str(len(b))]
+
+
+def budget_row(b: Budget, nano: Budget | None) -> list[str]:
+    return [f"{b.minutes:g}", *b.text(), *(nano.text() if nano else [])]
+
+
+def budget_runs(preset: Group, nano: Group | None, checkout, command, folder: Path, quick: bool, data):
+    """The preset's and nanoGPT's runs sized to each budget of BUDGETS, from the speeds of their runs above."""
+    budgets = QUICK_BUDGETS if quick else BUDGETS
+    ours, theirs = [], []
+    for minutes, seeds in budgets.items():
+        n = steps_in(minutes * 60, steps_per_second(preset))
+        sized = [
+            f"train.max_iters={n}",
+            f"train.eval_interval={n // EVALS}",
+            *([] if quick else ["train.eval_iters=100"]),
+        ]
+        about = f"configs/{PRESET}.toml sized to {minutes:g} minutes"
+        cells = [
+            Cell(f"{PRESET}-{minutes:g}min-seed{s}", [*preset_overrides(PRESET), *sized, f"train.seed={s}"], about)
+            for s in seeds
+        ]
+        _, results = run_study("speedrun", cells, folder, quick, data)
+        ours.append(Budget(minutes, n, [curve(r) for r in results]))
+    for minutes in budgets if nano is not None else ():
+        n = steps_in(minutes * 60, steps_per_second(nano))
+        sized = [f"--max_iters={n}", f"--lr_decay_iters={n}", f"--eval_interval={n // EVALS}"]
+        log = nanogpt_run(checkout, [*command, *sized], folder / f"nanogpt-{minutes:g}min.log")
+        theirs.append(Budget(minutes, n, [nanogpt_curve(log)]))
+    return ours, theirs
+
+
+def budget_part(ours: list[Budget], theirs: list[Budget], folder: Path) -> list[str]:
+    """The report's section on the time budgets: a table and the curves of each budget's first run."""
+    cols = ["minutes", "steps", "best val (median, range)", "training s", "seeds"]
+    cols += ["nanoGPT steps", "nanoGPT best val", "nanoGPT training s", "nanoGPT runs"] if theirs else []
+    rows = [budget_row(b, n) for b, n in zip(ours, theirs or [None] * len(ours), strict=True)]
+    curves = {f"{PRESET}, {b.minutes:g} min": [(t, v) for t, v, _ in b.curves[0]] for b in ours}
+    curves |= {f"nanoGPT, {b.minutes:g} min": [(t, v) for t, v, _ in b.curves[0]] for b in theirs}
+    plot_series(curves, folder / "budgets.png", "training seconds", "val loss", "Each schedule sized to its budget")
+    return [
+        "## Best val loss in a time budget",
+        "",
+        f"configs/{PRESET}.toml{' and nanoGPT' if theirs else ''} with the schedule sized to end at each budget "
+        "(steps = the budget x the steps per training second measured above; the learning rate has decayed when "
+        "time is up). Training seconds leave evaluations out; a run a little over its budget ran slower than the "
+        "runs that sized it. nanoGPT's seed is fixed, so one run per budget.",
+        "",
+        markdown_table(cols, rows),
+        "",
+        figure("budgets.png", "val loss against training seconds, each schedule sized to its budget"),
+    ]
 
 
 # ---- the study ----------------------------------------------------------------------------------------------
@@ -304,6 +402,8 @@ def run(out: Path | None = None, quick: bool = False, data: str | None = None, n
         text = read_text(resolve_path(data))
         nano, commit, command = nanogpt_group(checkout, text, len(seeds), folder, quick)
 
+    ours_b, nano_b = budget_runs(preset, nano, checkout, command, folder, quick, data)
+
     groups = [base, *alone, *([best] if best is not base else []), *without, preset, *([nano] if nano else [])]
     curves = {g.name: [(t, v) for t, v, _ in g.curves[0]] for g in groups}
     title = f"Val loss against training time, seed {seeds[0]} (nanoGPT: its own seed)"
@@ -357,6 +457,15 @@ def run(out: Path | None = None, quick: bool = False, data: str | None = None, n
             f"(its seed is fixed: its {len(seeds)} runs differ only by the machine's noise; it trains in fp32 "
             "on a CPU, ours in bf16 autocast where the CPU has it).",
         ]
+    parts += ["", *budget_part(ours_b, nano_b, folder)]
+    figures["budgets"] = {
+        f"{b.minutes:g}": {
+            name: {"steps": x.steps, "bests": x.bests, "seconds": x.seconds}
+            for name, x in ((PRESET, b), ("nanoGPT", n))
+            if x is not None
+        }
+        for b, n in zip(ours_b, nano_b or [None] * len(ours_b), strict=True)
+    }
     return write_report(
         folder, "Time to result: the speedrun's tricks at 0.8M parameters", quick, parts, figures=figures
     )
