@@ -51,8 +51,9 @@ check: $(VENV)/.dev
 #                     the sources side by side, one per core, with the time left (interrupted: run it again)
 #   make lab PLAN=1   print that plan and stop;  make lab ONLY=experiments/ablation  make that one source
 #   make lab QUICK=1  every source at CI size under runs/lab-quick, pages to runs/lab-quick/docs
+#   make lab ONLY=experiments/speedrun NANOGPT=~/nanoGPT  the one source beyond the hour (nanoGPT beside ours)
 lab: $(VENV)/.dev
-	$(BIN)/tinyformer lab build $(if $(filter 1 yes true,$(TRAIN)),--train) $(if $(filter 1 yes true,$(QUICK)),--quick) \
+	$(if $(NANOGPT),TINYFORMER_NANOGPT=$(NANOGPT) )$(BIN)/tinyformer lab build $(if $(filter 1 yes true,$(TRAIN)),--train) $(if $(filter 1 yes true,$(QUICK)),--quick) \
 		$(if $(filter 1 yes true,$(PLAN)),--train --plan) $(foreach s,$(ONLY),--only $(s))
 
 # Every GPU figure the README promises, in one go on a lent GPU (under 8 minutes): runs/gpu_check/gpu_check.json

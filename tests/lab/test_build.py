@@ -248,3 +248,32 @@ def test_a_build_makes_what_the_quoted_sources_read_though_no_page_quotes_it():
     assert "experiments/classifiers/mlm" in made and "experiments/classifiers/mlm" not in quoted
     assert all(n in made for name in made for n in needs(SOURCES[name]))
     assert made.index("experiments/classifiers/mlm") < made.index("experiments/tagging")
+
+
+def test_the_hours_build_leaves_the_extra_source_out_says_how_to_make_it_and_counts_without_it(
+    tmp_path, capsys, monkeypatch
+):
+    """The speedrun study (50 minutes, a nanoGPT checkout beside it) is beyond the hour: `--train` names it and
+    makes the rest, a build that made the rest is the guide's total, and `--only` it asks for the checkout
+    before it starts anything."""
+    from tinyformer.lab import plan
+    from tinyformer.lab.build import Found, fill_nanogpt, write
+
+    assert SOURCES["experiments/speedrun"].extra and not SOURCES["lab/bench-rnn"].extra
+    source = one_page(tmp_path, "v {{lab/bench-rnn: bench.a}} t {{experiments/speedrun: figures.target}}", '{"a": 7}')
+    _, got = build(source, tmp_path / "docs", tmp_path / "runs", train=True, cli=main)
+    said = capsys.readouterr().out
+    assert "not in this build: experiments/speedrun" in said and "NANOGPT=~/nanoGPT" in said
+    assert got.missing == ["experiments/speedrun"] and got.values == {"lab/bench-rnn: bench.a": "7"}
+
+    monkeypatch.delenv("TINYFORMER_NANOGPT", raising=False)
+    with pytest.raises(UserError, match="NANOGPT=~/nanoGPT"):
+        build(source, tmp_path / "docs", tmp_path / "runs", only=("experiments/speedrun",), cli=main)
+    assert not (tmp_path / "runs" / "experiments").exists()  # nothing started
+    monkeypatch.setenv("TINYFORMER_NANOGPT", str(tmp_path))
+    assert fill_nanogpt(["experiment", "speedrun", "--nanogpt", "{nanogpt}"])[-1] == str(tmp_path)
+
+    stamps = {"lab/bench-rnn": {"date": "2026-12-01"}, "experiments/speedrun": {"date": "2026-11-30"}}
+    hour = plan.Outcome(made=[plan.Made("lab/bench-rnn", 60.0, 50.0, 0)], elapsed=60.0, planned=50.0)
+    write(tmp_path / "w", [], Found(stamps=stamps, made=hour))
+    assert json.loads((tmp_path / "w" / "facts.json").read_text())["build"]["elapsed_s"] == 60.0

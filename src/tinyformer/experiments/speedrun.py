@@ -426,18 +426,24 @@ def run(out: Path | None = None, quick: bool = False, data: str | None = None, n
             for g in groups
         },
     }
-    parts = [
-        markdown_table(cols, [row(g, base, nano) for g in groups]),
-        "",
-        figure("val_vs_time.png", "val loss against training seconds"),
-        "",
-        "## What each trick does here",
-        "",
+    table = markdown_table(cols, [row(g, base, nano) for g in groups])
+    said = [
         *verdicts(tricks, alone, base),
         "",
         f"Best combination: {best.about if best is not base else 'none: no trick paid, so the baseline stays'}. "
         "A step count is the same whatever else the machine runs; a time is not: read the tokens/s column for "
         "how much the machine itself moved between runs.",
+    ]
+    write_text(folder / "table.md", table + "\n")  # the guide quotes both as they are
+    write_text(folder / "verdicts.md", "\n".join(said) + "\n")
+    parts = [
+        table,
+        "",
+        figure("val_vs_time.png", "val loss against training seconds"),
+        "",
+        "## What each trick does here",
+        "",
+        *said,
         "",
     ]
     if nano is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
 import shutil
 import time
@@ -75,7 +76,7 @@ def produce(
         print(f"lab: tinyformer {line}", flush=True)
         captured = io.StringIO()
         with contextlib.redirect_stdout(captured) if source.stdout else contextlib.nullcontext():
-            code = cli([a.replace("{dir}", str(folder)).replace("{runs}", str(runs)) for a in argv])
+            code = cli([a.replace("{dir}", str(folder)).replace("{runs}", str(runs)) for a in fill_nanogpt(argv)])
         if code == 130:
             raise KeyboardInterrupt
         if code:
@@ -85,6 +86,23 @@ def produce(
     m = machine()
     where = f"{m['cpu']}, {m['gpu'] or 'no GPU'}, torch {m['torch']}"
     stamp(runs / source.stamp, repository(Path.cwd()), time.monotonic() - began, speed, where)
+
+
+NANOGPT = "TINYFORMER_NANOGPT"  # the environment variable that names a nanoGPT checkout ("{nanogpt}" in a command)
+
+
+def fill_nanogpt(argv: list[str]) -> list[str]:
+    """`argv` with "{nanogpt}" replaced by the checkout $TINYFORMER_NANOGPT names, or a UserError saying how."""
+    if "{nanogpt}" not in argv:
+        return argv
+    checkout = os.environ.get(NANOGPT, "")
+    if not checkout:
+        raise UserError(
+            f"lab: `tinyformer {' '.join(argv[:2])}` runs nanoGPT beside ours: clone it "
+            "(git clone https://github.com/karpathy/nanoGPT ~/nanoGPT) and name it: NANOGPT=~/nanoGPT on make's "
+            f"line, {NANOGPT}=~/nanoGPT for `tinyformer lab build`"
+        )
+    return [str(Path(checkout).expanduser()) if a == "{nanogpt}" else a for a in argv]
 
 
 def used_sources(texts: dict[Path, str]) -> list[str]:
@@ -124,12 +142,20 @@ def measure(
         raise UserError(
             f"lab: --only {unknown[0]}: no page reads it; sources like: {', '.join(close)} (all: make lab PLAN=1)"
         )
-    todo = []
+    todo, left = [], []
     for name in names:
         source, folder = SOURCES[name], runs / SOURCES[name].path
-        wanted = name in only if only else quick or train or (source.cheap and inputs_ready(source, runs))
+        every = quick or (train and not source.extra)  # the hour's build: every source but the extras
+        wanted = name in only if only else every or (source.cheap and inputs_ready(source, runs))
         if wanted and not complete(source, folder, quick):
             todo.append(name)
+        elif train and not quick and not only and source.extra and not complete(source, folder):
+            left.append(name)
+    for name in left:
+        print(f"lab: not in this build: {name} ({SOURCES[name].extra}); to make it: {remake(name, fresh=False)}")
+    for name in todo:  # a missing nanoGPT checkout is said before anything starts
+        for argv in SOURCES[name].argv(quick):
+            fill_nanogpt(argv)
     outcome = make(todo, runs, quick, cli, jobs, (previous or {}).get("stamps", {}), dry) if todo else None
     found = {}
     for name in names:
@@ -297,11 +323,12 @@ def build(
 HEADLINES = ("exact match", "best val loss", "val loss", "test accuracy", "F1", "speedup", "ms")
 
 
-def remake(name: str) -> str:
-    """How to make a complete source again: remove what completes it, then make that one source."""
+def remake(name: str, fresh: bool = True) -> str:
+    """How to make a source (`fresh`: again, a complete one: remove what completes it first): one source."""
     source = SOURCES[name]
     what = source.path if source.done == ckpt.STATE else f"{source.path}/{source.done}"
-    return f"rm -r runs/{what} && make lab ONLY={name}"
+    nanogpt = " NANOGPT=~/nanoGPT" if any("{nanogpt}" in argv for argv in source.argv(False)) else ""
+    return f"{f'rm -r runs/{what} && ' if fresh else ''}make lab ONLY={name}{nanogpt}"
 
 
 def headline(name: str, known: dict[str, str]) -> str:
@@ -356,7 +383,8 @@ def write(docs: Path, pages: list[Page], got: Found, previous: dict | None = Non
         if path.relative_to(figures).as_posix() not in embedded:
             path.unlink()  # a figure no page embeds any more
     last = (previous or {}).get("build")  # the last build that made every source (the guide's total)
-    if got.made is not None and len(got.made.made) == len(got.stamps):
+    hour = {n for n in got.stamps if not SOURCES[n].extra}  # what `--train` makes: every source but the extras
+    if got.made is not None and hour <= {m.name for m in got.made.made}:
         last = plan.summary(got.made) | {"date": max(got.stamps[m.name].get("date", "") for m in got.made.made)}
     facts_json = {"machines": got.machines, "missing": got.missing, "values": got.values}
     facts_json |= {"stamps": got.stamps, "stale": got.stale}

@@ -73,7 +73,7 @@ def shown(name: str) -> str:
 
 def command_text(argv: list[str], runs: str, folder: str) -> str:
     """A command line with its folders filled in, quoted as a shell would need it."""
-    args = [a.replace("{dir}", folder).replace("{runs}", runs) for a in argv]
+    args = [a.replace("{dir}", folder).replace("{runs}", runs).replace("{nanogpt}", "~/nanoGPT") for a in argv]
     return " ".join(f'"{a}"' if (" " in a or not a) else a for a in args)
 
 

@@ -46,6 +46,7 @@ class Source:
     cheap: bool = False  # seconds, no training: a plain `lab build` makes it once the runs it reads exist
     after: tuple[str, ...] = ()  # sources to wait for beyond those it reads (one whose run it reuses)
     alone: bool = False  # timed for the reader (a benchmark, `make demo`'s time): made with no other beside it
+    extra: str = ""  # why the hour's build (`--train`) leaves it out: made only with `--only` (and at CI size)
 
     @property
     def path(self) -> str:
@@ -64,13 +65,15 @@ class Source:
 def _study(name: str) -> Source:
     study = EXPERIMENTS[name]
     run = " ".join([f"experiment {name} --out {{dir}}", study.lab_args]).strip()
+    quick = f"experiment {name} --out {{dir}} --quick" if study.nanogpt else f"{run} --quick"  # CI: no nanoGPT
     return Source(
         f"experiments/{name}",
         (run,),
-        (f"{run} --quick",),
+        (quick,),
         done=study.report,
         folder=study.folder,
         after=tuple(f"experiments/{n}" for n in study.after),
+        extra=study.extra,
     )
 
 
