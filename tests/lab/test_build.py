@@ -260,6 +260,7 @@ def test_the_hours_build_leaves_the_extra_source_out_says_how_to_make_it_and_cou
     from tinyformer.lab.build import Found, fill_nanogpt, write
 
     assert SOURCES["experiments/speedrun"].extra and not SOURCES["lab/bench-rnn"].extra
+    assert SOURCES["experiments/speedrun"].alone  # timed: on every core, nothing beside it
     source = one_page(tmp_path, "v {{lab/bench-rnn: bench.a}} t {{experiments/speedrun: figures.target}}", '{"a": 7}')
     _, got = build(source, tmp_path / "docs", tmp_path / "runs", train=True, cli=main)
     said = capsys.readouterr().out

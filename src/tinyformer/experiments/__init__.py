@@ -27,6 +27,7 @@ class Study:
     lab_args: str = ""  # what the lab's command adds ("{runs}": the runs root), e.g. a run of another study to reuse
     after: tuple[str, ...] = ()  # studies the lab makes first: this one reads or reuses their runs
     extra: str = ""  # why `lab build --train` leaves it out of the hour (made with --only); "": in the hour
+    alone: bool = False  # its times are its answer: the lab makes it with nothing beside it, on every core
 
     @property
     def function(self) -> Callable[..., Path]:
@@ -82,5 +83,6 @@ EXPERIMENTS: dict[str, Study] = {
         nanogpt=True,
         lab_args="--nanogpt {nanogpt}",
         extra="about 50 minutes, and it runs a nanoGPT checkout beside ours",
+        alone=True,
     ),
 }

@@ -74,6 +74,7 @@ def _study(name: str) -> Source:
         folder=study.folder,
         after=tuple(f"experiments/{n}" for n in study.after),
         extra=study.extra,
+        alone=study.alone,
     )
 
 
