@@ -82,7 +82,7 @@ EXPERIMENTS: dict[str, Study] = {
         "speedrun:run",
         nanogpt=True,
         lab_args="--nanogpt {nanogpt}",
-        extra="about 50 minutes, and it runs a nanoGPT checkout beside ours",
+        extra="about an hour alone, and it runs a nanoGPT checkout beside ours",
         alone=True,
     ),
 }
