@@ -271,7 +271,10 @@ def test_the_hours_build_leaves_the_extra_source_out_says_how_to_make_it_and_cou
     with pytest.raises(UserError, match="NANOGPT=~/nanoGPT"):
         build(source, tmp_path / "docs", tmp_path / "runs", only=("experiments/speedrun",), cli=main)
     assert not (tmp_path / "runs" / "experiments").exists()  # nothing started
-    monkeypatch.setenv("TINYFORMER_NANOGPT", str(tmp_path))
+    monkeypatch.setenv("TINYFORMER_NANOGPT", str(tmp_path))  # a folder, but no checkout: said before a start
+    with pytest.raises(UserError, match="no nanoGPT checkout there"):
+        fill_nanogpt(["experiment", "speedrun", "--nanogpt", "{nanogpt}"])
+    (tmp_path / "train.py").write_text("")
     assert fill_nanogpt(["experiment", "speedrun", "--nanogpt", "{nanogpt}"])[-1] == str(tmp_path)
 
     stamps = {"lab/bench-rnn": {"date": "2026-12-01"}, "experiments/speedrun": {"date": "2026-11-30"}}

@@ -102,7 +102,10 @@ def fill_nanogpt(argv: list[str]) -> list[str]:
             "(git clone https://github.com/karpathy/nanoGPT ~/nanoGPT) and name it: NANOGPT=~/nanoGPT on make's "
             f"line, {NANOGPT}=~/nanoGPT for `tinyformer lab build`"
         )
-    return [str(Path(checkout).expanduser()) if a == "{nanogpt}" else a for a in argv]
+    folder = Path(checkout).expanduser()
+    if not (folder / "train.py").is_file():
+        raise UserError(f"lab: {NANOGPT}={checkout!r}: no nanoGPT checkout there (its train.py)")
+    return [str(folder) if a == "{nanogpt}" else a for a in argv]
 
 
 def used_sources(texts: dict[Path, str]) -> list[str]:
