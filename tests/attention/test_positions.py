@@ -49,6 +49,40 @@ def test_ntk_scaling_raises_the_base_and_keeps_the_fastest_pair():
     torch.testing.assert_close(scaled[:, -1][4 * 100], plain[:, -1][100], rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rope_is_the_pairwise_rotation_to_the_bit_forward_and_backward(dtype):
+    """The one-pass form x*[cos, cos] + [x2, x1]*[-sin, sin] makes the same products and sums as the pairs'
+    (x1 cos - x2 sin, x1 sin + x2 cos), so it must give the same numbers, in bf16 too, and the same gradient."""
+    torch.manual_seed(0)
+    rope = Rotary(16)
+    x = (torch.randn(2, 3, 9, 16) * 4).to(dtype).requires_grad_()
+    theta = rope.angles(5, 9, x.device)
+    cos, sin = theta.cos().to(dtype), theta.sin().to(dtype)
+    x1, x2 = x.chunk(2, dim=-1)
+    pairs = torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+    ours = rope(x, 5)
+    assert torch.equal(ours, pairs)
+    g = torch.randn_like(ours)
+    assert torch.equal(torch.autograd.grad(ours, x, g)[0], torch.autograd.grad(pairs, x, g)[0])
+
+
+def test_rope_tables_follow_the_scaling_and_survive_inference_mode():
+    torch.manual_seed(0)
+    rope, x = Rotary(8), torch.randn(1, 2, 6, 8)
+    plain = rope(x, 0)
+    rope.alpha = 4.0  # NTK scaling switched on after a call: the kept table must not be reused
+    fresh = Rotary(8)
+    fresh.alpha = 4.0
+    torch.testing.assert_close(rope(x, 0), fresh(x, 0), rtol=0, atol=0)
+    assert not torch.allclose(rope(x, 0), plain)
+    rope.alpha = 1.0
+    with torch.inference_mode():  # a table made while sampling ...
+        rope(x, 0)
+    w = x.clone().requires_grad_()
+    rope(w, 0).sum().backward()  # ... is not the one a training step records
+    assert w.grad is not None
+
+
 def test_sinusoidal_table_values_and_offset():
     t = sinusoidal_table(50, 8)
     assert t.shape == (50, 8)
