@@ -76,9 +76,16 @@ def plot_confusion(confusion: torch.Tensor, labels: list[str], png: Path, title:
 
 
 def plot_series(
-    curves: dict[str, list[tuple[float, float]]], png: Path, xlabel: str, ylabel: str, title: str, logy: bool = False
+    curves: dict[str, list[tuple[float, float]]],
+    png: Path,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    logy: bool = False,
+    target: float | None = None,
 ) -> Path:
-    """Several named curves on one plot (the shared plot of a study); `logy` for values spanning decades."""
+    """Several named curves on one plot (the shared plot of a study); `logy` for values spanning decades; `target`
+    draws the value the curves race to as a dashed line."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(9.5, 4.8), dpi=110)
     colours = plt.get_cmap("tab20").colors
@@ -93,6 +100,8 @@ def plot_series(
                 markersize=3,
                 linewidth=1.2,
             )
+    if target is not None:
+        ax.axhline(target, color="0.3", linestyle=":", linewidth=1.2, label=f"target {target:g}")
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)

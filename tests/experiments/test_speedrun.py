@@ -5,6 +5,7 @@ import json
 import pickle
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -91,6 +92,38 @@ def test_a_budget_is_filled_with_whole_evaluation_rounds_and_scored_by_each_runs
     b = speedrun.Budget(1, 3000, [curve, [(0.0, 4.1, 0), (59.0, 1.7, 3000), (60.0, 1.75, 3000)]])
     assert b.bests == [1.8, 1.7] and b.seconds == [61.0, 60.0]
     assert b.text() == ["3,000", "1.7500 (1.7000-1.8000)", "60", "2"]
+
+
+def test_seeds_run_in_turn_across_cells_and_the_preset_in_turn_with_nanogpt(monkeypatch, tmp_path):
+    """What runs, in order: cell a's first seed, cell b's first, a's second...; the preset, nanoGPT, the preset..."""
+    order = []
+
+    def run_study(name, cells, out, quick, data, budget=()):
+        order.extend(c.name for c in cells)
+        return out, [SimpleNamespace(name=c.name) for c in cells]
+
+    def nanogpt_run(checkout, command, log_file):
+        order.append(log_file.stem)
+        return "iter 0: loss 4.0, time 10.00ms"
+
+    monkeypatch.setattr(speedrun, "run_study", run_study)
+    monkeypatch.setattr(speedrun, "curve", lambda r: [(1.0, 2.0, r.name)])  # each run's curve names it
+    monkeypatch.setattr(speedrun, "speed", lambda r: 1.0)
+    monkeypatch.setattr(speedrun, "nanogpt_run", nanogpt_run)
+    monkeypatch.setattr(speedrun, "nanogpt_data", lambda checkout, text: None)
+    monkeypatch.setattr(speedrun, "nanogpt_curve", lambda log: [(1.0, 2.0, 0)])
+    a, b = speedrun.train_groups([("a", [], ""), ("b", [], "")], (1, 2), tmp_path, False, None)
+    assert order == ["a-seed1", "b-seed1", "a-seed2", "b-seed2"]
+    assert [c[0][2] for c in a.curves] == ["a-seed1", "a-seed2"] and [c[0][2] for c in b.curves] == [
+        "b-seed1",
+        "b-seed2",
+    ]
+    (tmp_path / "train.py").write_text(""), (tmp_path / "model.py").write_text("")
+    order.clear()
+    preset, nano, _, _ = speedrun.preset_and_nanogpt(tmp_path, "", (1, 2, 3), tmp_path, False, None)
+    p = speedrun.PRESET
+    assert order == [f"{p}-seed1", "nanogpt-0", f"{p}-seed2", "nanogpt-1", f"{p}-seed3", "nanogpt-2"]
+    assert [c[0][2] for c in preset.curves] == [f"{p}-seed1", f"{p}-seed2", f"{p}-seed3"] and len(nano.curves) == 3
 
 
 @pytest.mark.slow

@@ -9,7 +9,9 @@ MiniGPT (see `tinyformer.models.gpt` and `tinyformer.train.optim`):
    them removed in turn (what each still adds in company).
 
 Every cell trains with 3 seeds (`train.seed`), evaluating every 100 steps, until the first evaluation at val
-loss <= 1.88 (`train.stop_at`) or the preset's 3,000 steps. Per run: the training seconds to that evaluation
+loss <= 1.88 (`train.stop_at`) or the preset's 3,000 steps. The seeds run in turn (every cell's first seed, then
+every cell's second, ...), and the preset in turn with nanoGPT's runs, so the machine's drift is spread over the
+cells compared rather than landing on one. Per run: the training seconds to that evaluation
 (evaluations excluded), and the best val loss within the first `BUDGET_S` seconds of training.
 
 3. What the preset and nanoGPT reach in 1, 3 and 10 minutes of training (`BUDGETS`): each command's schedule
@@ -17,7 +19,7 @@ loss <= 1.88 (`train.stop_at`) or the preset's 3,000 steps. Per run: the trainin
    learning rate has decayed when time is up, as a user with that much time would set it.
 
 `--nanogpt DIR` also runs nanoGPT's tuned CPU command (`NANOGPT_ARGS`) from a checkout at DIR, on the same
-text split the same way, after ours in the same session, and puts it on the same figure. nanoGPT trains in
+text split the same way, each run after one of the preset's, and puts it on the same figure. nanoGPT trains in
 fp32 on a CPU (it autocasts on GPUs only); ours in `train.precision=auto`, bf16 where the CPU has it.
 
     tinyformer experiment speedrun [--quick] [--out DIR] [--nanogpt DIR]
@@ -145,9 +147,22 @@ def speed(r: CellResult) -> float:
     return statistics.median(m["tokens_per_s"] for m in r.metrics if m.get("split") == "train" and "tokens_per_s" in m)
 
 
-def train_group(name: str, overrides: list[str], about: str, seeds, out: Path, quick: bool, data) -> Group:
-    _, results = run_study("speedrun", seeded(name, overrides, about, seeds), out, quick, data, budget=EVERY)
-    return Group(name, about, [curve(r) for r in results], [speed(r) for r in results])
+Spec = tuple[str, list[str], str]  # a cell: (name, overrides, what it is)
+
+
+def train_groups(specs: list[Spec], seeds, out: Path, quick: bool, data) -> list[Group]:
+    """Every cell of `specs` over `seeds`, seed by seed (each cell's first seed, then each one's second, ...), so
+    a slow stretch of a shared machine lands on every cell a little rather than on one cell's every run."""
+    cells = [c for s in seeds for name, overrides, about in specs for c in seeded(name, overrides, about, (s,))]
+    _, results = run_study("speedrun", cells, out, quick, data, budget=EVERY)
+    return [
+        Group(name, about, [curve(r) for r in results[i :: len(specs)]], [speed(r) for r in results[i :: len(specs)]])
+        for i, (name, _, about) in enumerate(specs)
+    ]
+
+
+def trick_spec(t: Trick) -> Spec:
+    return t.name, list(t.overrides), t.about
 
 
 def pays(g: Group, base: Group) -> bool:
@@ -221,21 +236,28 @@ def nanogpt_run(checkout: Path, command: list[str], log_file: Path) -> str:
     return log_file.read_text()
 
 
-def nanogpt_group(checkout: Path, text: str, runs: int, folder: Path, quick: bool) -> tuple[Group, str, list[str]]:
-    """nanoGPT's command `runs` times from `checkout` -> (its curves, the checkout's commit, the command)."""
+def preset_and_nanogpt(checkout: Path | None, text: str, seeds, folder: Path, quick: bool, data):
+    """The preset's runs and, from a nanoGPT checkout, nanoGPT's command as many times, in turn (ours, theirs,
+    ours, ...): the ratio the study answers is measured side by side. -> (preset, nanoGPT or None, the
+    checkout's commit, the command)."""
+    spec = (PRESET, preset_overrides(PRESET), f"configs/{PRESET}.toml")
+    if checkout is None:
+        return train_groups([spec], seeds, folder, quick, data)[0], None, "", []
     if not (checkout / "train.py").is_file() or not (checkout / "model.py").is_file():
         raise UserError(f"--nanogpt {str(checkout)!r}: no nanoGPT checkout there (train.py and model.py)")
     nanogpt_data(checkout, text)
     commit = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
     command = ["python", "train.py", *NANOGPT_ARGS, *(NANOGPT_QUICK if quick else []), f"--dataset={DATASET}"]
-    curves, speeds = [], []
-    for k in range(runs):
+    ours, curves, speeds = [], [], []
+    for k, seed in enumerate(seeds):
+        ours.append(train_groups([spec], (seed,), folder, quick, data)[0])
         log = nanogpt_run(checkout, command, folder / f"nanogpt-{k}.log")
         curves.append(nanogpt_curve(log))
         times = [float(m[2]) / 1e3 for m in map(ITER.match, log.splitlines()) if m]
         speeds.append(NANOGPT_TOKENS / statistics.median(times))
-    group = Group("nanoGPT", "nanoGPT's tuned CPU command", curves, speeds)
-    return group, commit.stdout.strip() or "unknown", command
+    preset = Group(spec[0], spec[2], [g.curves[0] for g in ours], [g.speeds[0] for g in ours])
+    nano = Group("nanoGPT", "nanoGPT's tuned CPU command", curves, speeds)
+    return preset, nano, commit.stdout.strip() or "unknown", command
 
 
 # ---- time budgets -------------------------------------------------------------------------------------------
@@ -382,32 +404,31 @@ def run(out: Path | None = None, quick: bool = False, data: str | None = None, n
         raise UserError(f"--nanogpt {nanogpt!r}: no nanoGPT checkout there (its train.py)")
     folder = make_dir(Path(out or f"runs/experiments/speedrun{'-quick' if quick else ''}"))
 
-    def group(name, overrides, about):
-        return train_group(name, overrides, about, seeds, folder, quick, data)
+    def groups_of(specs: list[Spec]) -> list[Group]:
+        return train_groups(specs, seeds, folder, quick, data)
 
-    base = group("baseline", [], "the CPU preset gpt_cpu_quick")
-    alone = [group(t.name, list(t.overrides), t.about) for t in tricks]
+    base, *alone = groups_of([("baseline", [], "the CPU preset gpt_cpu_quick")] + [trick_spec(t) for t in tricks])
     best_tricks = [t for t, g in zip(tricks, alone, strict=True) if pays(g, base)]
     best, without = base, []
+    specs = []
     if best_tricks:
-        best = group("best", [o for t in best_tricks for o in t.overrides], "+".join(t.name for t in best_tricks))
+        specs.append(("best", [o for t in best_tricks for o in t.overrides], "+".join(t.name for t in best_tricks)))
     if len(best_tricks) > 1:
-        without = [
-            group(f"best-no-{t.name}", [o for u in best_tricks if u is not t for o in u.overrides], f"best - {t.name}")
+        specs += [
+            (f"best-no-{t.name}", [o for u in best_tricks if u is not t for o in u.overrides], f"best - {t.name}")
             for t in best_tricks
         ]
-    preset = group(PRESET, preset_overrides(PRESET), f"configs/{PRESET}.toml")
-    nano, commit, command = None, "", []
-    if checkout is not None:
-        text = read_text(resolve_path(data))
-        nano, commit, command = nanogpt_group(checkout, text, len(seeds), folder, quick)
+    if specs:
+        best, *without = groups_of(specs)
+    text = read_text(resolve_path(data)) if checkout is not None else ""
+    preset, nano, commit, command = preset_and_nanogpt(checkout, text, seeds, folder, quick, data)
 
     ours_b, nano_b = budget_runs(preset, nano, checkout, command, folder, quick, data)
 
     groups = [base, *alone, *([best] if best is not base else []), *without, preset, *([nano] if nano else [])]
     curves = {g.name: [(t, v) for t, v, _ in g.curves[0]] for g in groups}
     title = f"Val loss against training time, seed {seeds[0]} (nanoGPT: its own seed)"
-    plot_series(curves, folder / "val_vs_time.png", "training seconds", "val loss", title)
+    plot_series(curves, folder / "val_vs_time.png", "training seconds", "val loss", title, target=TARGET)
     cols = ["cell", "what", "reached", f"median steps to {TARGET}", "median s", "range s", "vs baseline"]
     cols += [*(["vs nanoGPT"] if nano else []), "median tokens/s", f"best val in {BUDGET_S:.0f} s (range)"]
     figures = {
