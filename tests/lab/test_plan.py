@@ -145,6 +145,37 @@ def test_a_preset_added_after_a_stamp_leaves_it_fresh_and_a_changed_one_makes_it
     assert changed_since(repo, record, paths) == ["src/tinyformer/presets/gpt_cpu_quick.toml"]
 
 
+def test_a_changed_preset_makes_stale_only_the_sources_that_read_it(tmp_path):
+    """A command reads a preset by its name: in its arguments, or in its code (the speedrun study names its own
+    preset, and takes the CPU preset from gpt_studies, which it imports); `lab recipes` reads them all."""
+    repo, run = tmp_path / "repo", tmp_path / "run"
+    presets = repo / "src/tinyformer/presets"
+    presets.mkdir(parents=True)
+    run.mkdir()
+    for name in ("gpt_cpu_quick", "gpt_speedrun", "mlm_fast"):
+        (presets / f"{name}.toml").write_text("lr = 3e-3\n")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "code")
+    record = stamp(run / "lab.json", repo, 1.0, 80.0, "a CPU")
+    (presets / "gpt_speedrun.toml").write_text("lr = 2e-2\n")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "the speedrun preset changed")
+    speedrun = code_of([["experiment", "speedrun", "--out", "x"]])
+    assert "src/tinyformer/experiments/gpt_studies.py" in speedrun  # imported by speedrun.py
+    assert "src/tinyformer/presets/gpt_cpu_quick.toml" in speedrun  # its base preset, named in gpt_studies.py
+    assert changed_since(repo, record, speedrun) == ["src/tinyformer/presets/gpt_speedrun.toml"]
+    assert changed_since(repo, record, code_of([["lab", "recipes", "gpt"]])) == [
+        "src/tinyformer/presets/gpt_speedrun.toml"
+    ]
+    for argv in (["experiment", "ablation"], ["train", "gpt", "--config", "gpt_cpu_quick"], ["train", "mlm"]):
+        assert changed_since(repo, record, code_of([argv])) == [], argv
+    (presets / "mlm_fast.toml").write_text("lr = 1e-3\n")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "the masked-LM preset changed")
+    assert changed_since(repo, record, code_of([["train", "mlm", "--config", "configs/mlm_fast.toml"]])) == [
+        "src/tinyformer/presets/mlm_fast.toml"
+    ]
+
+
 def test_every_source_has_a_stamp_of_its_own():
     """Two sources that write into one folder (the bake-off and its MiniLM rows) keep two stamps: with one
     file, the second overwrote the first's wall time and the next plan read 3.6 min for a 25-minute source."""

@@ -7,15 +7,18 @@ wall time of the commands, and this machine's calibrated speed (`tinyformer.lab.
 next plan scales that wall time to another machine.
 
 A source is *stale* when a file of the code that made it changed between its commit and HEAD: the training
-engine, the models, attention, tasks and data (`ENGINE`), plus what its own commands run (the study's module,
-the benchmarks, the views). `make lab` lists stale sources, and their `made` fact says so wherever a page or
-the README quotes it.
+engine, the models, attention, tasks and data (`ENGINE`), plus what its own commands run (the study's module
+and the study modules it imports, the benchmarks, the views), plus the presets it reads. A command reads a
+preset by its name, so the presets of a source are those named in its arguments or in the text of a Python
+file of its code (a study's base preset); `lab recipes` reads them all. `make lab` lists stale sources, and
+their `made` fact says so wherever a page or the README quotes it.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -32,13 +35,13 @@ ENGINE = (  # what every training, evaluation and view runs through
     "src/tinyformer/generate",
     "src/tinyformer/layers",
     "src/tinyformer/models",
-    "src/tinyformer/presets",
     "src/tinyformer/runs.py",
     "src/tinyformer/tasks",
     "src/tinyformer/train",
 )
-PRESETS = "src/tinyformer/presets/"  # a preset added here since a stamp was not read to make it ...
+PRESETS = "src/tinyformer/presets/"  # a source's code holds the presets it names, not this folder ...
 ALL_PRESETS = PRESETS  # ... unless the command reads every preset there is (`lab recipes`): this in its code says so
+PACKAGE = Path(__file__).resolve().parents[1]  # src/tinyformer: where the paths above are read from
 VERBS = {  # a command's first word -> the code it runs beyond the engine
     "bench": ("src/tinyformer/bench",),
     "viz": ("src/tinyformer/viz",),
@@ -56,8 +59,41 @@ def code_of(argvs: list[list[str]]) -> tuple[str, ...]:
     for argv in argvs:
         paths += VERBS.get(argv[0], ())
         if argv[0] == "experiment" and argv[1] in EXPERIMENTS:
-            paths.append(f"src/tinyformer/experiments/{EXPERIMENTS[argv[1]].where.split(':')[0]}.py")
+            paths += study_modules(EXPERIMENTS[argv[1]].where.split(":")[0])
+    if ALL_PRESETS not in paths:
+        paths += presets_named(argvs, paths)
     return tuple(dict.fromkeys(paths))
+
+
+def package_file(path: str) -> Path:
+    return PACKAGE / path.removeprefix("src/tinyformer/")
+
+
+STUDY_IMPORT = re.compile(r"^from tinyformer\.experiments\.(\w+) import", re.M)
+
+
+def study_modules(name: str) -> list[str]:
+    """A study's module and the study modules it imports, at any depth (speedrun takes its base preset and its
+    training from gpt_studies): a change to any of them can change its output."""
+    found, todo = [], [name]
+    while todo:
+        module = todo.pop()
+        path = f"src/tinyformer/experiments/{module}.py"
+        if path not in found:
+            found.append(path)
+            todo += STUDY_IMPORT.findall(read_text(package_file(path)))
+    return found
+
+
+def presets_named(argvs: list[list[str]], paths: list[str]) -> list[str]:
+    """The presets these commands can read: those whose name is one of their arguments or a word in a Python
+    file of their code (`paths`). A changed preset that none of them names cannot change what they make."""
+    words = {w for argv in argvs for a in argv for w in re.split(r"[^\w.]+", Path(a).name.removesuffix(".toml"))}
+    for path in paths:
+        where = package_file(path)
+        for f in sorted(where.rglob("*.py")) if where.is_dir() else [where] if where.suffix == ".py" else []:
+            words |= set(re.findall(r"\w+", read_text(f)))
+    return [f"{PRESETS}{p.name}" for p in sorted((PACKAGE / "presets").glob("*.toml")) if p.stem in words]
 
 
 def git(root: Path, *args: str) -> str | None:
