@@ -177,7 +177,7 @@ def test_the_speedrun_preset_is_the_cpu_preset_with_only_its_marked_changes():
     from tinyformer.config import PRESETS
 
     changed = {o.split("=")[0] for o in speedrun.preset_overrides("gpt_speedrun")}
-    assert changed == {"model.ffn", "model.positions", "train.beta2"}
+    assert changed == {"model.ffn", "model.positions", "train.beta2", "train.max_iters"}
     section = ""
     for line in (PRESETS / "gpt_speedrun.toml").read_text().splitlines():
         if line.startswith("["):
