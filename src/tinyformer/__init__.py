@@ -12,6 +12,9 @@ from typing import Any
 __version__ = "0.1.0"
 
 _PUBLIC = {  # name -> (module, attribute)
+    "CrossAttention": ("tinyformer.results", "CrossAttention"),
+    "Figure": ("tinyformer.results", "Figure"),
+    "Report": ("tinyformer.results", "Report"),
     "attend": ("tinyformer.attention.multihead", "attend"),
     "AttentionMaps": ("tinyformer.viz.capture", "AttentionMaps"),
     "AttentionPart": ("tinyformer.models.outputs", "AttentionPart"),
@@ -68,10 +71,12 @@ _PUBLIC = {  # name -> (module, attribute)
     "UserError": ("tinyformer.errors", "UserError"),
 }
 
-__all__ = sorted(_PUBLIC)
+__all__ = sorted([*_PUBLIC, "api"])
 
 
 def __getattr__(name: str) -> Any:
+    if name == "api":  # the Python API, each command as a function (`from tinyformer import api`)
+        return importlib.import_module("tinyformer.api")
     if name not in _PUBLIC:
         raise AttributeError(f"module 'tinyformer' has no attribute {name!r}")
     module, attribute = _PUBLIC[name]
@@ -81,4 +86,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_PUBLIC])
+    return sorted([*globals(), *_PUBLIC, "api"])

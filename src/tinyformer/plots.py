@@ -15,10 +15,12 @@ from tinyformer.fonts import use_fonts_for
 
 
 def pyplot():
-    """matplotlib.pyplot on the Agg backend (no screen needed)."""
+    """matplotlib.pyplot on the Agg backend (no screen needed), or on Jupyter's inline backend when a notebook
+    chose it: every figure here is saved and closed, and the learner's own plots still show inline."""
     import matplotlib
 
-    matplotlib.use("Agg")
+    if "inline" not in str(dict.get(matplotlib.rcParams, "backend")):  # read as set: a lookup would resolve it
+        matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     return plt

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tinyformer.experiments import practice
-from tinyformer.lab.sources import table_facts
+from tinyformer.experiments.report import table_facts
 
 
 @pytest.fixture

