@@ -6,6 +6,7 @@ into it and gets the same logits) and trains the lab's recipe, as `tinyformer tr
 Where it differs from the course's lab code, a comment that starts with "course:" says how.
 """
 
+# %% imports
 import argparse
 import os
 import time
@@ -17,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 
+# %% config
 # package: models.gpt.GPTConfig + config.TrainConfig (the lab's recipe: tinyformer/course.py)
 @dataclass
 class Config:
@@ -34,6 +36,7 @@ class Config:
     eval_iters: int = 1  # batches per loss estimate, one as in the lab
 
 
+# %% data
 # package: tinyformer.data.tinyshakespeare (read_text, TokenSplits) + data.tokenizers.CharTokenizer
 CACHE = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
 DATA = os.path.join(CACHE, "tinyformer", "tinyshakespeare.txt")  # the package's copy (make demo)
@@ -61,6 +64,7 @@ def get_batch(data: torch.Tensor, block_size: int, batch_size: int, generator=No
     return windows[:, :-1], windows[:, 1:]  # inputs x, targets y (B, T): y is x shifted by one
 
 
+# %% attention
 # package: tinyformer.attention.multihead.MultiHeadAttention, backend "manual" (the default
 # "auto" picks the faster of this and F.scaled_dot_product_attention, which computes the same)
 class CausalSelfAttention(nn.Module):
@@ -83,6 +87,7 @@ class CausalSelfAttention(nn.Module):
         return self.proj(y)  # (B, T, D)
 
 
+# %% block
 # package: tinyformer.layers.blocks.TransformerBlock (Pre-LayerNorm) + layers.feedforward (GELU)
 class Block(nn.Module):
     def __init__(self, c: Config) -> None:
@@ -98,6 +103,7 @@ class Block(nn.Module):
         return x + self.mlp(self.ln2(x))  # (B, T, D)
 
 
+# %% model
 # package: tinyformer.models.gpt.MiniGPT (positions="learned", tie_weights=False)
 class GPT(nn.Module):
     def __init__(self, c: Config) -> None:
@@ -120,6 +126,14 @@ class GPT(nn.Module):
         return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
+def param_formula(c: Config) -> int:
+    """2VD (token table and head) + TD (positions) + L(12D^2 + 10D) (the blocks) + 2D (last norm):
+    each block has 4D^2 + D in attention, 8D^2 + 5D in the MLP and 4D in its two norms."""
+    V, T, D, L = c.vocab_size, c.block_size, c.n_embd, c.n_layer
+    return 2 * V * D + T * D + L * (12 * D * D + 10 * D) + 2 * D
+
+
+# %% training
 # package: tinyformer.train.trainer.Trainer (one step), tasks.gpt.GPTTask (loss, evaluate)
 def train_step(model: GPT, opt: torch.optim.Optimizer, x, y, c: Config) -> float:
     _, loss = model(x, y)
@@ -127,6 +141,12 @@ def train_step(model: GPT, opt: torch.optim.Optimizer, x, y, c: Config) -> float
     loss.backward()
     opt.step()
     return loss.item()
+
+
+def optimizer(model: GPT, c: Config) -> torch.optim.Optimizer:
+    """package: train.optim.make_optimizer (train.decay_all=true). The lab's line: every parameter
+    decayed, biases and LayerNorm gains too."""
+    return torch.optim.AdamW(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
 
 
 @torch.no_grad()
@@ -139,6 +159,29 @@ def estimate_loss(model: GPT, data: torch.Tensor, c: Config, seed: int) -> float
     return loss / c.eval_iters
 
 
+# %% loop
+def train(model: GPT, splits: dict[str, torch.Tensor], c: Config, seed: int) -> list[tuple]:
+    """The lab's loop: c.max_iters AdamW steps on random windows, train and val loss every
+    c.eval_interval steps and after the last one -> [(step, train loss, val loss), ...]."""
+    opt = optimizer(model, c)
+    g = torch.Generator().manual_seed(seed)  # the training batches
+    history, shown = [], time.monotonic()
+    for step in range(c.max_iters + 1):  # step = updates done so far
+        if step % c.eval_interval == 0 or step == c.max_iters:
+            train, val = (estimate_loss(model, splits[s], c, seed) for s in ("train", "val"))
+            history.append((step, train, val))
+            print(f"step {step}: train loss {train:.4f}, val loss {val:.4f}", flush=True)
+            shown = time.monotonic()
+        if step == c.max_iters:
+            return history
+        x, y = get_batch(splits["train"], c.block_size, c.batch_size, g)
+        loss = train_step(model, opt, x, y, c)
+        if time.monotonic() - shown >= 10:  # a sign of life at least every 10 s, even in a log
+            print(f"step {step + 1}: batch loss {loss:.4f}", flush=True)
+            shown = time.monotonic()
+
+
+# %% generation
 # package: tinyformer.generate.sampling (the package also keeps a KV cache)
 @torch.no_grad()
 def generate(model: GPT, idx, n: int, temperature: float = 1.0, top_k: int = 0, generator=None):
@@ -155,39 +198,84 @@ def generate(model: GPT, idx, n: int, temperature: float = 1.0, top_k: int = 0, 
     return idx
 
 
-def optimizer(model: GPT, c: Config) -> torch.optim.Optimizer:
-    """package: train.optim.make_optimizer (train.decay_all=true). The lab's line: every parameter
-    decayed, biases and LayerNorm gains too."""
-    return torch.optim.AdamW(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
+# %% plot
+def plot_losses(history: list[tuple], path: str = "minigpt_loss.png") -> None:
+    """The deliverable's loss curve: train and val loss at each evaluation, saved to `path`."""
+    import matplotlib.pyplot as plt
+
+    steps, train, val = zip(*history)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(steps, train, "o-", label="train")
+    ax.plot(steps, val, "o-", label="val")
+    ax.set(xlabel="step", ylabel="loss (nats per character)", title="MiniGPT on Tiny Shakespeare")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.savefig(path, dpi=150)  # left open: a notebook shows it inline
 
 
-if __name__ == "__main__":  # package: `tinyformer train gpt`, then `tinyformer sample`
+# %% report
+def report(c: Config, n_params: int, history: list[tuple], sample: str, seconds: float) -> str:
+    """The skeleton of the deliverable's one-page report, its measured numbers filled in."""
+    step, train, val = history[-1]
+    best = min(v for _, _, v in history)
+    return f"""# MiniGPT: report
+
+## Setup
+{c.n_layer} layers, {c.n_head} heads, width {c.n_embd}, context {c.block_size}: {n_params:,}
+parameters. {c.max_iters} AdamW steps at lr {c.lr}, batch {c.batch_size}: {seconds:.0f} s.
+
+## Results
+Final train loss {train:.4f}, val loss {val:.4f} (best val {best:.4f}) after step {step}.
+Loss curve: minigpt_loss.png.
+
+## Sample (500 characters from a newline, temperature 1.0)
+```text
+{sample}
+```
+
+## N_LAYER or N_HEAD: what changes
+(Change n_layer or n_head in Config, train again, and fill in: the two val losses, the two
+parameter counts, the two samples, and why depth or heads matter at this size.)
+"""
+
+
+# %% main
+def main(argv: list[str] | None = None) -> None:
+    # %% arguments
     p = argparse.ArgumentParser(description="Train a character GPT on a text file, then sample.")
     p.add_argument("--data", help="text file (default: $TINYFORMER_DATA, then make demo's copy)")
     p.add_argument("--steps", type=int, default=Config.max_iters, help="optimizer steps (3000)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda or mps")
     p.add_argument("--seed", type=int, default=1337, help="seeds init, batches, dropout (1337)")
-    a = p.parse_args()
+    a = p.parse_args(argv)
+    # %% load
     chars, splits = load_data(a.data, a.device)
+    n_train, n_val = len(splits["train"]), len(splits["val"])
+    print(f"vocabulary {len(chars)}, train {n_train:,} / val {n_val:,} characters, {a.steps} steps")
+    print(f"the vocabulary: {''.join(chars)!r}")
+    # %% build
     torch.manual_seed(a.seed)  # the model's init and dropout
     c = Config(vocab_size=len(chars), max_iters=a.steps)
-    g = torch.Generator().manual_seed(a.seed)  # the training batches
     model = GPT(c).to(a.device)
     n_params = sum(q.numel() for q in model.parameters())
-    print(f"vocabulary {len(chars)}, {n_params:,} parameters, {a.steps} steps")
-    opt = optimizer(model, c)
-    shown = time.monotonic()
-    for step in range(c.max_iters + 1):  # step = updates done so far
-        if step % c.eval_interval == 0 or step == c.max_iters:
-            train, val = (estimate_loss(model, splits[s], c, a.seed) for s in ("train", "val"))
-            print(f"step {step}: train loss {train:.4f}, val loss {val:.4f}", flush=True)
-            shown = time.monotonic()
-        if step == c.max_iters:
-            break
-        loss = train_step(model, opt, *get_batch(splits["train"], c.block_size, c.batch_size, g), c)
-        if time.monotonic() - shown >= 10:  # a sign of life at least every 10 s, even in a log
-            print(f"step {step + 1}: batch loss {loss:.4f}", flush=True)
-            shown = time.monotonic()
+    print(f"{n_params:,} parameters counted by sum(p.numel())")
+    print(f"{param_formula(c):,} by the formula 2VD + TD + L(12D^2 + 10D) + 2D")
+    # %% train
+    start = time.monotonic()
+    history = train(model, splits, c, a.seed)
+    seconds = time.monotonic() - start
+    # %% curve
+    plot_losses(history, "minigpt_loss.png")
+    # %% sample
     prompt = torch.zeros((1, 1), dtype=torch.long, device=a.device)  # id 0: the newline
     out = generate(model, prompt, 500, generator=torch.Generator(a.device).manual_seed(1))
-    print("".join(chars[i] for i in out[0].tolist()))
+    sample = "".join(chars[i] for i in out[0].tolist())
+    print(sample)
+    # %% save
+    with open("minigpt_report.md", "w", encoding="utf-8") as f:
+        f.write(report(c, n_params, history, sample[1:], seconds))
+    print("wrote minigpt_loss.png and minigpt_report.md")
+
+
+if __name__ == "__main__":  # package: `tinyformer train gpt`, then `tinyformer sample`
+    main()
