@@ -11,7 +11,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 RUN ?= runs/demo
 
-.PHONY: setup demo test check lint clean gpu-check lab
+.PHONY: setup demo test check lint clean gpu-check lab notebooks jupyter
 
 setup: $(VENV)/.dev
 
@@ -55,6 +55,18 @@ check: $(VENV)/.dev
 lab: $(VENV)/.dev
 	$(if $(NANOGPT),TINYFORMER_NANOGPT=$(NANOGPT) )$(BIN)/tinyformer lab build $(if $(filter 1 yes true,$(TRAIN)),--train) $(if $(filter 1 yes true,$(QUICK)),--quick) \
 		$(if $(filter 1 yes true,$(PLAN)),--train --plan) $(foreach s,$(ONLY),--only $(s))
+
+# The guide's notebooks (notebooks/{en,zh}): made from the guide's sources, committed without outputs.
+notebooks: $(VENV)/.core
+	$(BIN)/tinyformer lab notebooks
+
+# Jupyter Lab on the notebooks, after `make demo`: adds the `notebook` extra to .venv (TINYFORMER_SIZE=ci|laptop|full)
+$(VENV)/.notebook: $(VENV)/.core
+	$(BIN)/python -m pip install --quiet -e ".[serve,hf,notebook]"
+	touch $@
+
+jupyter: $(VENV)/.notebook
+	$(BIN)/jupyter lab notebooks
 
 # Every GPU figure the README promises, in one go on a lent GPU (under 8 minutes): runs/gpu_check/gpu_check.json
 gpu-check: $(VENV)/.core

@@ -35,7 +35,7 @@ def count(model: torch.nn.Module) -> int:
 )
 def test_parameter_count_matches_package(ex: ModuleType, fields: dict, expected: int | None) -> None:
     mine, package = count(ex.GPT(ex.Config(**fields))), count(MiniGPT(GPTConfig(**fields)))
-    assert mine == package
+    assert mine == package == ex.param_formula(ex.Config(**fields))  # the formula the notebook prints beside it
     if expected is not None:
         assert mine == expected
 
@@ -133,9 +133,10 @@ def test_without_data_it_reads_the_packages_copy_or_says_where_to_get_one(tmp_pa
 
     env = {k: v for k, v in os.environ.items() if k != "TINYFORMER_DATA"} | {"XDG_CACHE_HOME": str(tmp_path)}
     args = [sys.executable, str(EXAMPLE), "--steps", "1"]
-    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode != 0 and r.stderr.count("\n") == 1 and "run `make demo` once" in r.stderr, r.stderr
     (tmp_path / "tinyformer").mkdir()
     (tmp_path / "tinyformer" / "tinyshakespeare.txt").write_text("ROMEO:\nBut, soft!\n" * 200, encoding="utf-8")
-    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0 and "steps" in r.stdout.splitlines()[0], r.stderr
+    assert (tmp_path / "minigpt_loss.png").is_file() and "## Sample" in (tmp_path / "minigpt_report.md").read_text()

@@ -38,6 +38,9 @@ def add_lab(p: argparse.ArgumentParser) -> None:
     r = sub.add_parser("recipes", help="print, per course recipe, every key where a shipped preset differs from it")
     r.add_argument("task", nargs="?", choices=tuple(RECIPES), help="one recipe's table (default: every one)")
     r.set_defaults(handler=cmd_recipes)
+    n = sub.add_parser("notebooks", help="make notebooks/{en,zh}/*.ipynb from the guide's sources (no outputs)")
+    n.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each notebook that differs")
+    n.set_defaults(handler=cmd_notebooks)
     f = sub.add_parser("facts", help="print every fact a source folder states (the keys templates use)")
     f.add_argument("source", help="e.g. experiments/ablation or lab/gpt")
     f.add_argument("--runs", default="runs", help="the runs root (default: runs)")
@@ -53,6 +56,25 @@ def cmd_build(a: argparse.Namespace) -> int:
     if a.jobs < 1:
         raise UserError(f"--jobs {a.jobs}: give 1 or more")
     build(TEMPLATES, out, runs, a.quick, a.train, a.cli, front, tuple(a.only), a.jobs, a.plan)
+    if out == Path("docs/lab") and not a.plan:  # the guide changed: its notebooks follow
+        from tinyformer.lab.notebooks import repository, write_all
+
+        for rel in write_all(repository()):
+            print(f"lab: wrote {rel}")
+    return 0
+
+
+def cmd_notebooks(a: argparse.Namespace) -> int:
+    from tinyformer.lab.notebooks import differing, repository, write_all
+
+    root = repository()
+    if a.check:
+        stale = differing(root)
+        for rel in stale:
+            print(f"{rel}: not what its sources make; run `make notebooks`")
+        return 1 if stale else 0
+    written = write_all(root)
+    print(f"wrote {', '.join(map(str, written))}" if written else "every notebook is what its sources make")
     return 0
 
 

@@ -1,0 +1,143 @@
+"""The guide's notebooks (notebooks/{en,zh}): made from one source, committed without outputs, and run top to
+bottom at ci size in a fresh kernel.
+
+The ten notebooks run on the worker of the CI-sized studies, in the same runs root (`quick_runs`): a notebook
+at ci size trains what the lab's quick build trains, with the same configs, so a study made for another test
+is reused here and never made twice in one suite (and whichever comes first makes it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import needs_play
+from tinyformer.lab.notebooks import EXAMPLE, OUT, SOURCE, differing, example_cells, page_code
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = ("1-char-gpt", "2-bert-heads", "3-encoder-decoder", "4-model-collection")
+NOTEBOOKS = [f"{lang}/{name}" for lang in ("en", "zh") for name in ("minigpt", *PAGES)]
+
+
+def cells_of(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def test_there_are_ten_notebooks_and_each_is_what_its_sources_make():
+    found = [p for p in (ROOT / OUT).rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts]
+    committed = sorted(p.relative_to(ROOT / OUT).with_suffix("").as_posix() for p in found)
+    assert committed == sorted(NOTEBOOKS)
+    assert differing(ROOT) == [], "run `make notebooks` and commit what it writes"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_a_committed_notebook_carries_no_outputs(name):
+    for cell in cells_of(ROOT / OUT / f"{name}.ipynb"):
+        assert not cell.get("outputs") and cell.get("execution_count") is None, cell["source"][:2]
+
+
+def copy_sources(target: Path) -> Path:
+    """What the notebooks are made from, and the notebooks, in a new folder laid out as the repository."""
+    for rel in ("docs/lab/templates", "docs/lab/facts.json", str(SOURCE), str(EXAMPLE), str(OUT)):
+        source, copy = ROOT / rel, target / rel
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if source.is_dir() else shutil.copyfile)(source, copy)
+    return target
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert old in text, old
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def test_a_changed_source_makes_exactly_its_notebooks_differ(tmp_path):
+    root = copy_sources(tmp_path)
+    assert differing(root) == []
+    edit(root / "docs/lab/templates/zh/2-bert-heads.md", "\n## ", "\n一句新的话。\n\n## ")  # a guide page's prose
+    assert [p.as_posix() for p in differing(root)] == ["notebooks/zh/2-bert-heads.ipynb"]
+    edit(root / SOURCE / "3-encoder-decoder.py", "PROBE = ", "PROBE2 = PROBE = ")  # a page's code: both languages
+    edit(root / EXAMPLE, "    lr: float = 3e-4", "    lr: float = 1e-3")  # the deliverable's script
+    assert sorted(p.as_posix() for p in differing(root)) == [
+        f"notebooks/{lang}/{name}.ipynb" for lang, name in [("en", "3-encoder-decoder"), ("en", "minigpt")]
+    ] + [f"notebooks/zh/{name}.ipynb" for name in ("2-bert-heads", "3-encoder-decoder", "minigpt")]
+    facts = json.loads((root / "docs/lab/facts.json").read_text(encoding="utf-8"))
+    facts["values"]["lab/gpt: best val loss"] = "9.9999"  # a value the guide quotes
+    (root / "docs/lab/facts.json").write_text(json.dumps(facts), encoding="utf-8")
+    assert {"notebooks/en/1-char-gpt.ipynb", "notebooks/zh/1-char-gpt.ipynb"} <= {p.as_posix() for p in differing(root)}
+
+
+def test_the_minigpt_notebook_is_the_whole_example_script():
+    """Every line of examples/minigpt.py but its docstring and its entry point is in a code cell of both
+    minigpt notebooks, in the file's order: the notebook cannot teach code the script does not run."""
+    script = (ROOT / EXAMPLE).read_text(encoding="utf-8")
+    body = script.split('"""\n', 2)[2].split('\nif __name__ == "__main__":')[0]
+    wanted = [line.strip() for line in body.splitlines() if line.strip() and not line.strip().startswith("# %%")]
+    wanted = [line for line in wanted if not line.startswith("def main(")]
+    for lang in ("en", "zh"):
+        code = [c for c in cells_of(ROOT / OUT / lang / "minigpt.ipynb") if c["cell_type"] == "code"]
+        lines = [line.strip() for c in code for line in "".join(c["source"]).splitlines() if line.strip()]
+        it = iter(lines)
+        missing = [line for line in wanted if not any(line == seen for seen in it)]
+        assert not missing, missing[:3]
+    names = [name for name, _ in example_cells(ROOT / EXAMPLE)]
+    for cell in ("data", "attention", "model", "loop", "curve", "sample", "save"):
+        assert cell in names  # the deliverable's parts, each a cell of its own
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_item_of_a_page_has_its_cells_under_its_own_label(page):
+    """The code file names each item by its number and the start of its English heading; the zh page has the
+    same items in the same order."""
+    cells = page_code(ROOT / SOURCE / f"{page}.py")
+    for lang in ("en", "zh"):
+        text = (ROOT / "docs/lab/templates" / lang / f"{page}.md").read_text(encoding="utf-8")
+        headings = re.findall(r"(?m)^### (.+)$", text)
+        assert sorted(int(k) for k in cells if k.isdigit()) == list(range(1, len(headings) + 1)), lang
+        if lang == "en":
+            for n, heading in enumerate(headings, start=1):
+                assert heading.startswith(cells[f"label {n}"][0]), (n, heading)
+    assert all(cell.strip() for k, v in cells.items() if not k.startswith("label") for cell in v)
+
+
+# ---- running them ----------------------------------------------------------------------------------------
+def run_notebook(path: Path, cwd: Path, env: dict[str, str], monkeypatch) -> dict:
+    """Execute a notebook in a fresh kernel of this interpreter, from `cwd`, with `env` -> the executed notebook."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)  # the kernel inherits this process's environment
+    nb = nbformat.read(path, as_version=4)
+    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
+    return nb
+
+
+def outputs(nb) -> list[tuple[str, dict]]:
+    """(the code cell's source, each output) of an executed notebook."""
+    return [(c.source, o) for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+
+
+@needs_play
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_a_notebook_runs_top_to_bottom_at_ci_size(name, quick_runs, tmp_path, monkeypatch):
+    env = {"TINYFORMER_SIZE": "ci", "TINYFORMER_RUNS": str(quick_runs), "TINYFORMER_ROOT": str(ROOT)}
+    nb = run_notebook(ROOT / OUT / f"{name}.ipynb", tmp_path, env, monkeypatch)
+    shown = outputs(nb)
+    errors = [o for _, o in shown if o.output_type == "error"]
+    assert not errors, errors[:1]
+    images = [src for src, o in shown if "image/png" in o.get("data", {})]
+    tables = [o["data"]["text/markdown"] for _, o in shown if "text/markdown" in o.get("data", {})]
+    if name.endswith("minigpt"):
+        assert len(images) == 1 and (tmp_path / "minigpt_loss.png").is_file()  # the curve, inline and saved
+        printed = "".join(o.get("text", "") for src, o in shown if "generate(model, prompt, 500" in src)
+        assert len(printed.rstrip("\n")) >= 501  # the newline it starts from and 500 characters
+        assert "val loss" in (tmp_path / "minigpt_report.md").read_text(encoding="utf-8")
+        return
+    assert len(images) >= 4 and len(tables) >= 4
+    assert not [t for t in tables if "not in the guide" in t or "not made yet" in t], "a compared value is missing"
+    assert all("the guide" in t and "made at" in t for t in tables)  # each value beside the guide's, stamped
