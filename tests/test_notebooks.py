@@ -112,7 +112,8 @@ def run_notebook(path: Path, cwd: Path, env: dict[str, str], monkeypatch) -> dic
     for key, value in env.items():
         monkeypatch.setenv(key, value)  # the kernel inherits this process's environment
     nb = nbformat.read(path, as_version=4)
-    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
+    where = {"metadata": {"path": str(cwd)}}
+    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources=where).execute()
     return nb
 
 

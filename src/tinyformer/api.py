@@ -48,9 +48,8 @@ def train(
     inexact: bool = False,
     progress: bool = True,
 ):
-    """Train a run (`tinyformer train TASK`) -> its `Run`, with the best-validation weights loaded and the
-    `FitResult` in `run.result` (status "interrupted" when Ctrl-C or the kernel's stop button ended it: its state
-    is saved, and the same call again continues it).
+    """Train a run (`tinyformer train TASK`) -> its `Run`, with the best-validation weights loaded (`summary(run)`
+    says how far it got: Ctrl-C or the kernel's stop button saves it, and the same call again continues it).
 
     `config` is a TOML file or a preset's name, `set` the `--set` overrides. When `out` already holds a run of
     this very config, the call does not start again: a finished run is returned as it is and an unfinished one
@@ -60,7 +59,7 @@ def train(
     continues from the weights with a fresh optimizer state.
     """
     from tinyformer import config as cfg
-    from tinyformer.experiments.runner import finished, same_config
+    from tinyformer.experiments.runner import finished
     from tinyformer.runs import prepare_run, train_run
     from tinyformer.tasks import get_task
     from tinyformer.train import checkpoint as ckpt
@@ -68,31 +67,37 @@ def train(
     layers, sets = ([cfg.load_toml(config)] if config else []), overrides(set)
     if resume is None and out is not None and ckpt.is_run(out):
         asked = cfg.resolve(get_task(task).default_config(), layers, sets)
-        saved = ckpt.load_json(Path(out) / ckpt.CONFIG)
-        if not same_config(asked, saved):
+        if not _same_config(asked, ckpt.load_json(Path(out) / ckpt.CONFIG)):
             raise UserError(
                 f"run folder {str(out)!r} holds a run of another config; pick another out, or resume it as it is "
                 f"with train({task!r}, resume={str(out)!r})"
             )
         if finished(Path(out)):
             print(f"{out}: this run has finished already (the same config): loaded, not trained again")
-            return _loaded(out, None)
+            return load(out)
         resume, layers, sets = out, [], []
     resolved, task_cls, run_dir, tokenizer = prepare_run(task, layers, sets, out, resume)
     how = "inexact" if inexact else bool(resume)
-    result, trainer = train_run(resolved, task_cls, run_dir, tokenizer, resume=how, progress=progress)
-    return _loaded(run_dir, result, device=trainer.device)
+    _, trainer = train_run(resolved, task_cls, run_dir, tokenizer, resume=how, progress=progress)
+    return load(run_dir, device=trainer.device)
 
 
-def _loaded(path, result, device="cpu"):
-    from tinyformer.runs import load_run
+def _same_config(config, saved: dict) -> bool:
+    """`config` (resolved, not yet fitted to its data) is the one a run folder saved: equal in every key but
+    those a task fills in from its data when the config leaves them unset (as `runner.same_run` compares)."""
+    from tinyformer import config as cfg
+    from tinyformer.experiments.runner import DERIVED
 
-    run = load_run(path, weights="best", device=device)
-    run.result = result
-    return run
+    want, have = json.loads(json.dumps(cfg.to_dict(config))), json.loads(json.dumps(saved))
+    for section, key in DERIVED:
+        if not want.get(section, {}).get(key, True):
+            for values in (want.get(section), have.get(section)):
+                if isinstance(values, dict):
+                    values.pop(key, None)
+    return want == have
 
 
-def load(path: str | Path, weights: str = "best", device: str = "cpu"):
+def load(path: str | Path, weights: str = "best", device="cpu"):
     """A run folder -> its `Run` (`weights`: "best", "latest", or None for config and tokenizer only)."""
     from tinyformer.runs import load_run
 
@@ -128,6 +133,17 @@ def evaluate(run, **options: Any) -> str:
     run = _run(run)
     with inference(run.model), run.autocast():
         return run.task.held_out(run.model, **options)
+
+
+def summary(run) -> str:
+    """One line: the run's folder and task, how far it trained, its best validation score."""
+    from tinyformer.runs import best_val
+
+    run = _run(run)
+    st, end = run.state or {}, run.config.train.max_iters
+    done = "finished" if st.get("step", 0) >= end or st.get("reached") else "unfinished: train it again to go on"
+    score = f"best val {run.task.select} {best_val(run):.4f}" if "best_val" in st else "not evaluated yet"
+    return f"{run.path}: {run.config.task}, step {st.get('step', 0)}/{end} ({done}), {score}"
 
 
 def info(run) -> str:
@@ -230,7 +246,10 @@ def cross_attention(run, text: str, out="attention") -> CrossAttention:
     )
 
 
-# ---- studies and benchmarks ----------------------------------------------------------------------------
+# ---- studies and benchmarks ------------------------------------------------------------------------------
+BENCH_OPTIONS = ("iters", "max_epochs", "config", "precision", "lengths", "data", "run")  # beside repeats, device
+
+
 def experiment(name: str, *, out=None, quick: bool = False, data=None, mlm=None, nanogpt=None) -> Report:
     """`tinyformer experiment NAME`: train (or reuse) its grid of runs and write its report -> the `Report`.
     `quick`: CI sizes, which check the pipeline and answer nothing."""
@@ -255,7 +274,7 @@ def bench(name: str, *, repeats: int = 3, device: str = "auto", json_path=None, 
     command's flags: iters, max_epochs, config, precision, lengths, data, run; `json_path` also writes them."""
     from argparse import Namespace
 
-    from tinyformer.bench import BENCHMARKS, OPTIONS
+    from tinyformer.bench import BENCHMARKS
     from tinyformer.device import machine, pick_device
     from tinyformer.extras import need
     from tinyformer.files import input_file, make_dir, output_path, write_text
@@ -269,13 +288,13 @@ def bench(name: str, *, repeats: int = 3, device: str = "auto", json_path=None, 
             f"--json is written by bench {', '.join(k for k, x in BENCHMARKS.items() if x.json)}, not {name}"
         )
     for option, value in options.items():
-        if option not in OPTIONS:
-            raise UserError(f"bench takes no option {option!r}; its options: {', '.join(OPTIONS)}")
+        if option not in BENCH_OPTIONS:
+            raise UserError(f"bench takes no option {option!r}; its options: {', '.join(BENCH_OPTIONS)}")
         if value is not None and option not in b.reads:
             readers = ", ".join(k for k, x in BENCHMARKS.items() if option in x.reads)
             raise UserError(f"--{option.replace('_', '-')} is read by bench {readers}, not by bench {name}")
     path = output_path(json_path) if json_path else None  # checked before minutes of measuring
-    a = Namespace(**(dict.fromkeys(OPTIONS) | options), repeats=repeats, device=pick_device(device).type)
+    a = Namespace(**(dict.fromkeys(BENCH_OPTIONS) | options), repeats=repeats, device=pick_device(device).type)
     a.data = str(input_file(a.data, "data file")) if a.data else None
     figures = b.run(a) or {}
     if path:

@@ -1,5 +1,6 @@
 """What the Python API returns besides runs and texts: a `Figure` (the files a view or a plot wrote), a
-`Report` (a study's report.md: its tables as facts, its figures, its runs) and a `CrossAttention`.
+`Report` (a study's report.md: its tables as facts, its figures, its runs) and a `CrossAttention`; and
+`table_facts`, how a report's tables are read, by the Report and by the lab guide alike.
 
 Each shows itself in Jupyter (`_repr_png_`, `_repr_markdown_`) and prints as one line elsewhere; the files
 are the same ones the command line writes, so a notebook and a terminal see the same picture.
@@ -14,8 +15,27 @@ from pathlib import Path
 import torch
 
 from tinyformer.errors import UserError
-from tinyformer.experiments.report import table_facts
 from tinyformer.files import read_text
+
+
+def table_facts(markdown: str) -> dict[str, str]:
+    """`ROW / COLUMN` -> cell for every Markdown table (a header row, a --- row, then rows)."""
+    out: dict[str, str] = {}
+    header: list[str] | None = None
+    tables = 0
+    for line in markdown.splitlines():
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header, tables = cells, tables + 1
+        elif not all(re.fullmatch(r":?-+:?", c) for c in cells):
+            for column, value in zip(header[1:], cells[1:], strict=False):
+                out.setdefault(f"{cells[0]} / {column}", value)  # the first table that has it
+                out.setdefault(f"table {tables}: {cells[0]} / {column}", value)
+                out.setdefault(f"{cells[0]}, {cells[1]} / {column}", value)  # rows named by two cells (layer, head)
+    return out
 
 
 @dataclass

@@ -46,7 +46,6 @@ class Run:
     task: Task  # the run's task, without data: its config and tokenizer are the run's
     model: nn.Module | None = None  # loaded by `load_run(..., weights=...)`, in eval mode
     state: dict | None = None  # trainer_state.pt without optimizer tensors
-    result: Any = None  # the `FitResult` of the training that just made it (`tinyformer.api.train`), else None
 
     @property
     def config(self) -> cfg.RunConfig:
@@ -55,13 +54,6 @@ class Run:
     @property
     def tokenizer(self) -> Any:
         return self.task.tokenizer
-
-    def __repr__(self) -> str:
-        st = self.state or {}
-        status = f", {self.result.status}" if self.result is not None else ""
-        best = f", best val {self.task.select} {best_val(self):.4f}" if "best_val" in st else ""
-        step = f"step {st.get('step', '?')}/{self.config.train.max_iters}"
-        return f"Run({str(self.path)!r}: {self.config.task}, {step}{best}{status})"
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """The precision the run trained in (`train.precision`, resolved on the model's device) for inference."""

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tinyformer.experiments import practice
-from tinyformer.experiments.report import table_facts
+from tinyformer.results import table_facts
 
 
 @pytest.fixture

@@ -15,10 +15,10 @@ import pytest
 
 from tinyformer.cli import main
 from tinyformer.errors import UserError
-from tinyformer.experiments.report import table_facts
 from tinyformer.lab.build import build
 from tinyformer.lab.render import FRONT, PLACEHOLDER, fill, front_page, index, key, render, templates, typed_numbers
 from tinyformer.lab.sources import SOURCES, run_facts
+from tinyformer.results import table_facts
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "docs" / "lab" / "templates"

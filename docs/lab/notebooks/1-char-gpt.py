@@ -14,7 +14,7 @@ print(guide.describe())
 # %% 1. Step 1
 # The course's seed recipe, `tinyformer train gpt` with no flags (a few steps of a narrow model at ci size).
 gpt = api.train("gpt", set=guide.sets("lab/gpt"), out=guide.runs / "lab/gpt")
-print(gpt)
+print(api.summary(gpt))
 guide.compare(
     "lab/gpt: config.model.n_layer", "lab/gpt: config.model.n_embd", "lab/gpt: config.train.lr", "lab/gpt: steps"
 )
@@ -57,7 +57,7 @@ heads = api.train(
     set=[f"model.n_head={n_head}", *guide.sets("lab/demo")],
     out=guide.runs / f"mine/heads-{n_head}",
 )
-print(heads)
+print(api.summary(heads))
 
 # %% 7. Exercise 3
 guide.compare(

@@ -12,14 +12,12 @@ from argparse import Namespace
 from collections.abc import Callable
 from dataclasses import dataclass
 
-OPTIONS = ("iters", "max_epochs", "config", "precision", "lengths", "data", "run")  # beside repeats and device
-
 
 @dataclass(frozen=True)
 class Benchmark:
     about: str  # one line for --help
     run: Callable[[Namespace], dict | None]  # options -> {"section": figures} (None: printed only)
-    reads: tuple[str, ...] = ()  # the `OPTIONS` it reads; giving another is an error
+    reads: tuple[str, ...] = ()  # the options besides --repeats and --device it reads; giving another is an error
     json: bool = True  # returns figures that --json writes
     needs: tuple[str, ...] = ()  # optional packages it cannot run without (`tinyformer.extras`)
 

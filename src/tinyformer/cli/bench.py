@@ -38,8 +38,7 @@ def _lengths(text: str) -> tuple[int, ...]:
 
 
 def cmd_bench(a: argparse.Namespace) -> int:
-    from tinyformer.api import bench
-    from tinyformer.bench import OPTIONS
+    from tinyformer.api import BENCH_OPTIONS, bench
 
-    bench(a.what, repeats=a.repeats, device=a.device, json_path=a.json, **{o: getattr(a, o) for o in OPTIONS})
+    bench(a.what, repeats=a.repeats, device=a.device, json_path=a.json, **{o: getattr(a, o) for o in BENCH_OPTIONS})
     return 0

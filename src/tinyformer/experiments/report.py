@@ -10,7 +10,6 @@ The lab guide reads facts from these reports: from their tables by "ROW / COLUMN
 from __future__ import annotations
 
 import json
-import re
 import statistics
 from collections.abc import Iterable
 from pathlib import Path
@@ -82,23 +81,3 @@ def write_report(
     path = write_text(folder / name, "\n".join([*head, *body]).rstrip("\n") + "\n")
     print(f"report: {path}")
     return path
-
-
-def table_facts(markdown: str) -> dict[str, str]:
-    """`ROW / COLUMN` -> cell for every Markdown table (a header row, a --- row, then rows)."""
-    out: dict[str, str] = {}
-    header: list[str] | None = None
-    tables = 0
-    for line in markdown.splitlines():
-        if not line.startswith("|"):
-            header = None
-            continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if header is None:
-            header, tables = cells, tables + 1
-        elif not all(re.fullmatch(r":?-+:?", c) for c in cells):
-            for column, value in zip(header[1:], cells[1:], strict=False):
-                out.setdefault(f"{cells[0]} / {column}", value)  # the first table that has it
-                out.setdefault(f"table {tables}: {cells[0]} / {column}", value)
-                out.setdefault(f"{cells[0]}, {cells[1]} / {column}", value)  # rows named by two cells (layer, head)
-    return out

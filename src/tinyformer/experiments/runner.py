@@ -67,24 +67,19 @@ def run_cell(task: str, base: list[dict], extra: list[str], cell: Cell, folder: 
 DERIVED = (("model", "vocab_size"), ("model", "labels"))  # filled in by the task from its data when unset
 
 
-def same_config(config, saved: dict) -> bool:
-    """`config` (resolved, not yet fitted to its data) is the config a run folder saved (`saved`, its config.json):
-    equal in every key, the keys a task fills from its data aside when `config` leaves them unset."""
+def same_run(config, studies: Path, run_dir: Path) -> Path | None:
+    """A finished cell of another study under `studies` whose saved config is `config` (the keys a task fills
+    from its data aside, when `config` leaves them unset), or None."""
     want = json.loads(json.dumps(cfg.to_dict(config)))
-    have = json.loads(json.dumps(saved))
     for section, key in DERIVED:
         if not want.get(section, {}).get(key, True):
             del want[section][key]
-            if isinstance(have.get(section), dict):
-                have[section].pop(key, None)
-    return have == want
-
-
-def same_run(config, studies: Path, run_dir: Path) -> Path | None:
-    """A finished cell of another study under `studies` whose saved config is `config`, or None."""
     for saved in sorted(studies.glob(f"*/*/{ckpt.CONFIG}")):
-        other = saved.parent
-        if same_config(config, ckpt.load_json(saved)) and other.resolve() != run_dir.resolve() and finished(other):
+        other, have = saved.parent, ckpt.load_json(saved)
+        for section, key in DERIVED:
+            if key not in want.get(section, {}) and isinstance(have.get(section), dict):
+                have[section].pop(key, None)
+        if have == want and other.resolve() != run_dir.resolve() and finished(other):
             return other
     return None
 

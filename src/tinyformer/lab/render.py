@@ -156,6 +156,16 @@ def index(pages: list[Page], facts: dict | None = None) -> str:
         "Items marked *(tinyformer's own)* / *（tinyformer 自有）* are the project's additions; the others are the",
         "course's steps, exercises and questions (../shared/course).",
         "",
+        "Every page is also a notebook, made from the same sources (`make notebooks`): "
+        "[`notebooks/en/`](../../notebooks/en/) and [`notebooks/zh/`](../../notebooks/zh/), with the course's",
+        "deliverable `minigpt.ipynb` beside them. Each item runs through the Python API, draws its figure inline",
+        "and shows your value beside the guide's. Open them with `make jupyter` after `make demo` (Jupyter Lab), in",
+        "VS Code with the kernel `.venv/bin/python` after `.venv/bin/pip install -e '.[notebook]'`, or in Colab with",
+        "`TINYFORMER_REPO` set to your copy's address; `TINYFORMER_SIZE=ci` runs each cell in seconds.",
+        "每一页也是一个笔记本，由同一份源文件生成（`make notebooks`）：[`notebooks/zh/`](../../notebooks/zh/)。"
+        "打开方式：`make demo` 之后运行 `make jupyter`（Jupyter Lab）；VS Code 中选择内核 `.venv/bin/python`；"
+        "Colab 中把 `TINYFORMER_REPO` 设为你的仓库地址。",
+        "",
         "| page | items | the course's | tinyformer's own | answered with a command and every measured value |",
         "|---|---|---|---|---|",
     ]

@@ -22,8 +22,9 @@ from pathlib import Path
 from tinyformer.course import RECIPES
 from tinyformer.errors import UserError
 from tinyformer.experiments import EXPERIMENTS
-from tinyformer.experiments.report import QUICK_MARK, table_facts
+from tinyformer.experiments.report import QUICK_MARK
 from tinyformer.files import read_text
+from tinyformer.results import table_facts
 from tinyformer.train import checkpoint as ckpt
 
 GPT_QUICK = (

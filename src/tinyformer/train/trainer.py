@@ -342,17 +342,13 @@ class Trainer:
                 signal.signal(s, h)
 
     def _bar(self, end: int):
-        import sys
+        from tqdm import tqdm
 
-        from tqdm.auto import tqdm  # a widget in a Jupyter notebook, text in a terminal
-
-        notebook = type(sys.stderr).__module__.startswith("ipykernel")  # a kernel's stream, never a terminal
-        shown = self.progress and self.world.main
         return tqdm(
             total=end,
             initial=self.step,
             unit="step",
             dynamic_ncols=True,
-            disable=(False if notebook else None) if shown else True,  # None: off when not a terminal
+            disable=None if self.progress and self.world.main else True,  # None: off when not a terminal
             mininterval=0.5,
         )
