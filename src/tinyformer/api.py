@@ -78,7 +78,9 @@ def train(
         resume, layers, sets = out, [], []
     resolved, task_cls, run_dir, tokenizer = prepare_run(task, layers, sets, out, resume)
     how = "inexact" if inexact else bool(resume)
-    _, trainer = train_run(resolved, task_cls, run_dir, tokenizer, resume=how, progress=progress)
+    result, trainer = train_run(resolved, task_cls, run_dir, tokenizer, resume=how, progress=progress)
+    if result.status == "interrupted":  # Ctrl-C, or the notebook's stop button: saved, and resumable
+        print(f"interrupted at step {result.step}; its state is saved: the same call continues it", file=sys.stderr)
     return load(run_dir, device=trainer.device)
 
 
