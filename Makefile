@@ -65,8 +65,8 @@ $(VENV)/.notebook: $(VENV)/.core
 	$(BIN)/python -m pip install --quiet -e ".[serve,hf,notebook]"
 	touch $@
 
-jupyter: $(VENV)/.notebook
-	$(BIN)/jupyter lab notebooks
+jupyter: $(VENV)/.notebook  # served from the repository's root: the notebooks show the guide's figures from docs/
+	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # Every GPU figure the README promises, in one go on a lent GPU (under 8 minutes): runs/gpu_check/gpu_check.json
 gpu-check: $(VENV)/.core
