@@ -104,6 +104,25 @@ def test_every_item_of_a_page_has_its_cells_under_its_own_label(page):
     assert all(cell.strip() for k, v in cells.items() if not k.startswith("label") for cell in v)
 
 
+@pytest.mark.parametrize("page", PAGES)
+def test_every_value_a_page_compares_is_one_the_guide_quotes(page):
+    """The literal keys of `guide.compare(...)` and `guide.quoted(...)` name placeholders of the guide, so each
+    cell shows a value beside the guide's (keys built in a loop are checked when the notebooks run)."""
+    import ast
+
+    values = json.loads((ROOT / "docs/lab/facts.json").read_text(encoding="utf-8"))["values"]
+    tree = ast.parse((ROOT / SOURCE / f"{page}.py").read_text(encoding="utf-8"))
+    keys = [
+        arg.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("compare", "quoted")
+        for arg in node.args
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+    ]
+    assert keys or page in ("3-encoder-decoder", "4-model-collection")  # these two build all of their keys
+    assert [k for k in keys if " ".join(k.split()) not in values] == []
+
+
 # ---- running them ----------------------------------------------------------------------------------------
 def run_notebook(path: Path, cwd: Path, env: dict[str, str], monkeypatch) -> dict:
     """Execute a notebook in a fresh kernel of this interpreter, from `cwd`, with `env` -> the executed notebook."""
