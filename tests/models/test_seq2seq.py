@@ -109,13 +109,16 @@ def test_target_padding_cannot_change_cross_attention_so_it_needs_only_the_sourc
 
 
 def test_one_shared_embedding_is_the_whole_parameter_gap_to_the_chapter():
-    """The chapter's seed model has 931,213 parameters; ours 929,549: the chapter embeds source and target with
-    two tables, ours with one shared one (vocab_size x n_embd = 13 x 128 = 1,664 fewer)."""
+    """The chapter's seed model has 931,213 parameters, and so has the recipe (a table per stack, as the chapter);
+    one table shared by source and target (`share_embeddings`, Seq2SeqConfig's default) has 929,549: vocab_size x
+    n_embd = 13 x 128 = 1,664 fewer."""
     from tinyformer.models import count_parameters
 
     c = Seq2SeqConfig(vocab_size=13, n_embd=128, n_head=4, d_ff=512, n_encoder_layers=2, n_decoder_layers=2)
     ours = count_parameters(build_seq2seq(c))
     assert ours == 929_549 and ours + c.vocab_size * c.n_embd == 931_213
+    c.share_embeddings = False  # the recipe's: a table per stack
+    assert count_parameters(build_seq2seq(c)) == 931_213
 
 
 def test_forward_equals_decode_of_encode():
