@@ -505,3 +505,33 @@ def test_the_page_draws_every_view_and_panel_the_contract_declares_and_calls_eve
     called = set(re.findall(r"[\"`](/api/[a-z-]+)", js))
     assert routes - called == {"/api/next-token", "/api/openapi.json"} and called <= routes  # (+ the schema)
     assert "API only" in app_module.__doc__
+
+
+def test_a_run_whose_files_change_after_it_was_loaded_gets_one_answer_from_every_route(runs_root, tmp_path):
+    """Corrupted after the playground loaded it, a run is refused (409) by every route, as `/api/runs` lists it
+    unreadable, instead of generating from the model still cached; mended, it is served again, reloaded."""
+    import shutil
+
+    root = tmp_path / "root"
+    shutil.copytree(runs_root / "gpt", root / "run")
+    client = TestClient(create_app(root))
+    body = {"run": "run", "prompt": "ROMEO:", "tokens": 4, "seed": 3, "top": 0}
+    first = client.post("/api/generate", json=body)
+    assert first.status_code == 200  # loaded and cached
+    good = (root / "run" / "config.json").read_text()
+    (root / "run" / "config.json").write_text('{"task": "gpt", "model": {')
+    assert [r["name"] for r in client.get("/api/runs").json()["unreadable"]] == ["run"]
+    views = {"text": "ROMEO:", "query": 1, "ids": None, "part": None}
+    for method, route, payload in (
+        ("post", "/api/generate", body),
+        ("post", "/api/next-token", {"run": "run", "prompt": "ROMEO:"}),
+        ("post", "/api/attention", {"run": "run", **{k: v for k, v in views.items() if v is not None}}),
+        ("get", "/api/run", None),
+    ):
+        r = client.get(route, params={"run": "run"}) if method == "get" else client.post(route, json=payload)
+        assert (r.status_code, r.json()["field"]) == (409, "run"), (route, r.json())
+        assert "config.json" in r.json()["error"]
+    (root / "run" / "config.json").write_text(good)
+    assert client.get("/api/runs").json()["unreadable"] == []
+    again = client.post("/api/generate", json=body)
+    assert again.status_code == 200 and again.json()["text"] == first.json()["text"]

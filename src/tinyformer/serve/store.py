@@ -4,8 +4,8 @@ once and read-only.
 Only a folder inside the root is ever reachable: a name is a relative path without `..`, and the folder it
 names, symlinks resolved, must lie under the resolved root and be a tinyformer run. Nothing here writes
 into a run folder or takes its lock, so a run still training can be served: each request sees the weights
-of the last complete checkpoint (reloaded when a new one appears), and a checkpoint being written is
-answered with "try again", never a lock.
+of the last complete checkpoint (reloaded when a new one appears, or its config or tokenizer changes), and
+a checkpoint being written is answered with "try again", never a lock.
 
 Every call into torch (loading, each generation step, attention, an answer) runs on the store's one model
 thread (`RunStore.call`). On a CPU each thread that calls torch brings its own OpenMP team, and two teams
@@ -46,7 +46,16 @@ class Busy(Exception):
 @dataclass
 class Loaded:
     run: Run
-    stamp: tuple  # the weights file and its modification time when loaded
+    stamp: tuple  # the weights file's name, and the files it was loaded from as `file_stamp` saw them
+
+
+def file_stamp(path: Path) -> tuple[int, int, int] | None:
+    """What tells a rewritten file from the one loaded (modification time, size, inode); None: absent."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
 
 
 class RunStore:
@@ -98,11 +107,15 @@ class RunStore:
         return p
 
     def get(self, name: str) -> Loaded:
-        """The run loaded with its best weights (again, when a newer checkpoint has been written)."""
+        """The run loaded with its best weights, loaded again when a file it was loaded from has changed since
+        (a newer checkpoint, a config or tokenizer rewritten): every route then answers from what the folder
+        holds now, or refuses it alike (a 409 where `/api/runs` lists it as unreadable)."""
         p = self.path(name)
         weights = p / ckpt.BEST if (p / ckpt.BEST).is_file() else p / ckpt.WEIGHTS
         try:
-            stamp = (weights.name, weights.stat().st_mtime_ns)
+            w = weights.stat()  # none yet (a run's first checkpoint being written): Busy
+            files = (file_stamp(p / ckpt.CONFIG), file_stamp(p / ckpt.TOKENIZER))
+            stamp = (weights.name, w.st_mtime_ns, w.st_size, *files)
         except OSError:
             raise Busy(name) from None
         with self._loading:
