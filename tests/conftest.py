@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from tests.cli_helpers import FAST, TINY, cli
+from tests.processes import no_process_left, pytest_sessionfinish  # noqa: F401  (every test: nothing left running)
 from tinyformer import choices
 from tinyformer.config import RunConfig, TrainConfig
 from tinyformer.models.gpt import GPTConfig, MiniGPT

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from tests.cli_helpers import FAST, TINY, cli, user_error
+from tests.processes import start
 from tinyformer.cli import COMMANDS, main
 from tinyformer.errors import UserError
 
@@ -223,7 +224,7 @@ def test_sigint_saves_and_resume_finishes(tmp_path, text_file):
         "--out",
         str(out),
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start(cmd, sigint="default", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while not (out / "trainer_state.pt").exists() and time.time() < deadline:  # first evaluation saved
         time.sleep(0.2)
@@ -354,7 +355,11 @@ def test_eval_and_inference_commands_run_the_task_in_eval_mode_without_autograd(
         seen.append((torch.is_grad_enabled(), model.training))
         return "recorded"
 
-    monkeypatch.setattr(GPTTask, "held_out" if command == "eval" else "predict", record)
+    def record_stream(self, model, **options):  # what `sample` prints from, piece by piece
+        yield record(self, model, **options)
+
+    method, fn = ("held_out", record) if command == "eval" else ("stream", record_stream)
+    monkeypatch.setattr(GPTTask, method, fn)
     assert main([command, str(trained)]) == 0
     assert seen == [(False, False)]
 

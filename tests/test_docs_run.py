@@ -36,6 +36,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import fresh_copy, needs_play
+from tests.processes import start
 from tests.warm import WarmParent
 from tinyformer.experiments import EXPERIMENTS
 from tinyformer.lab.sources import STUDIES
@@ -148,7 +149,7 @@ def live(python: list[str], argv: list[str], cwd: Path, env: dict) -> tuple[int,
 def serve(command: list[str], cwd: Path, env: dict) -> tuple[int, str]:
     import httpx
 
-    p = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = start(command, sigint="default", cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = p.stdout.readline()
         url = line.split()[2]

@@ -7,10 +7,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -389,17 +387,3 @@ def test_ctrl_c_during_torchs_import_never_raises_inside_it(text_file, tmp_path)
     p = subprocess.run([sys.executable, "-c", TRIP, *args], capture_output=True, text=True, timeout=120)
     assert (p.returncode, p.stderr) == (130, "tinyformer: interrupted\n")
     assert not (tmp_path / "r").exists()
-
-
-def test_ctrl_c_at_any_moment_of_start_up_exits_130_with_at_most_one_line(text_file, tmp_path):
-    """SIGINT at moments spread over a training command's start-up (imports, data, model, first steps)."""
-    args = ["train", "gpt", "--data", str(text_file), *MODEL, "--set", "train.max_iters=100000", "--device", "cpu"]
-    for i, delay in enumerate((0.1, 0.4, 0.8, 2.0)):
-        cmd = [sys.executable, "-m", "tinyformer", *args, "--out", str(tmp_path / f"r{i}")]
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        time.sleep(delay)
-        p.send_signal(signal.SIGINT)
-        err = p.communicate(timeout=60)[1]
-        # -2: ended by the signal itself (before Python set up its handler), which a shell reports as 130 too
-        assert p.returncode in (130, -signal.SIGINT), (delay, p.returncode, err)
-        assert "Traceback" not in err and err.count("\n") <= 1, (delay, err)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import start
 from tinyformer.cli import COMMANDS
 from tinyformer.extras import PACKAGES
 
@@ -156,7 +157,7 @@ def test_the_wheel_installed_in_a_new_venv_trains_a_preset_samples_and_serves(us
         [tinyformer, "sample", str(run), "--tokens", "20", "--seed", "3"], capture_output=True, text=True
     )
     assert r.returncode == 0 and len(r.stdout.strip()) >= 10, r.stderr[-2000:]
-    p = subprocess.Popen([tinyformer, "serve", str(tmp_path), "--port", "0"], stdout=subprocess.PIPE, text=True)
+    p = start([tinyformer, "serve", str(tmp_path), "--port", "0"], sigint="default", stdout=subprocess.PIPE, text=True)
     try:
         url = p.stdout.readline().split()[2]
         assert "app.js" in httpx.get(url, timeout=60).text  # the page, from the package's static files

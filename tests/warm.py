@@ -92,9 +92,10 @@ class WarmParent:
     """The test's side: `with WarmParent(python, env) as warm: status, output = warm.run(argv, cwd)`."""
 
     def __init__(self, python: str, env: dict, scratch: Path):
-        self.process = subprocess.Popen(
-            [python, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True
-        )
+        from tests.processes import start  # the suite's (this file also runs alone, in an install without pytest)
+
+        kw = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+        self.process = start([python, __file__], lasting=True, **kw)  # ended by its fixture, else the session
         self.scratch, self.count = scratch, 0
         ready = self.process.stdout.readline()
         if not ready:

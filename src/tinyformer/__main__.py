@@ -1,16 +1,17 @@
-"""`python -m tinyformer` is the same CLI as the `tinyformer` command, whose entry point is `start`: Ctrl-C
-while the command line itself is being imported exits 130 with one line, as it does at any later moment."""
+"""`python -m tinyformer` is the same CLI as the `tinyformer` command, whose entry point is `start`: the rule
+for Ctrl-C and SIGTERM (`tinyformer.interrupt`) holds from its first line, while the command line itself is
+being imported, as at any later moment."""
 
 import sys
 
+from tinyformer import interrupt
+
 
 def start() -> int:
-    try:
+    with interrupt.command():  # start-up: a signal exits at once, with one line
         from tinyformer.cli import main
-    except KeyboardInterrupt:
-        print("tinyformer: interrupted", file=sys.stderr)
-        return 130
-    return main()
+
+        return main()
 
 
 if __name__ == "__main__":

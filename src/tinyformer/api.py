@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -114,11 +114,23 @@ def _run(run):
 # ---- a trained model ---------------------------------------------------------------------------------
 def predict(run, **options: Any) -> str:
     """The run's inference verb (`tinyformer sample`, `translate`, `fill`, `classify`, `tag`, `ask`), as text."""
+    return "".join(stream(run, **options))
+
+
+def stream(run, **options: Any) -> Iterator[str]:
+    """`predict`'s text in pieces as it is made (a language model: character by character), for printing as it
+    comes; `predict`'s options. Each piece is made in eval mode, without autograd, in the precision the run
+    trained in; between pieces the caller's state is its own."""
     from tinyformer.device import inference
 
     run = _run(run)
-    with inference(run.model), run.autocast():  # eval mode, no autograd, the precision it trained in
-        return run.task.predict(run.model, **options)
+    pieces = run.task.stream(run.model, **options)
+    while True:
+        with inference(run.model), run.autocast():
+            piece = next(pieces, None)
+        if piece is None:
+            return
+        yield piece
 
 
 def sample(run, prompt: str | None = None, **options: Any) -> str:

@@ -4,6 +4,7 @@ failures), the stamps and the stale check, and the report card."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -212,15 +213,25 @@ def test_no_committed_fact_is_stale_without_saying_so():
 
 
 def test_ctrl_c_in_a_worker_stops_the_build_after_every_worker_has_ended(tmp_path):
-    """A worker whose training was interrupted exits 130 (its state saved): the build waits for the others,
-    which got the same Ctrl-C, and raises KeyboardInterrupt; running it again resumes."""
+    """A worker whose training was interrupted exits 130 (its state saved): the build passes the signal on, once,
+    to the other workers (each in a process group of its own, so a Ctrl-C at the terminal reaches the build
+    alone), waits for them, and raises KeyboardInterrupt; running it again resumes."""
 
     def work(name: str) -> None:
         if name == "a":
+            time.sleep(0.5)
             raise KeyboardInterrupt
-        time.sleep(0.5)
-        (tmp_path / f"{name}.end").write_text("ended")
+        try:
+            time.sleep(30)
+            (tmp_path / f"{name}.end").write_text("ended")
+        except KeyboardInterrupt:
+            (tmp_path / f"{name}.end").write_text(f"interrupted in group {os.getpgid(0)} (pid {os.getpid()})")
+            raise
 
+    began = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         run_jobs([Job("a", (), 1.0), Job("b", (), 2.0)], work, 2, lambda n: tmp_path / f"{n}.log", 10.0, print)
-    assert (tmp_path / "b.end").is_file()  # b was waited for, not orphaned
+    said = (tmp_path / "b.end").read_text()  # b was told and waited for, not orphaned nor left to finish
+    assert said.startswith("interrupted") and time.monotonic() - began < 20
+    group, pid = said.split("group ")[1].split(" (pid ")
+    assert group == pid.rstrip(")") != str(os.getpgid(0))  # its own process group

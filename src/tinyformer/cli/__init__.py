@@ -7,18 +7,17 @@ Tasks declare their own inference verb and options (`tinyformer.tasks.base.Task`
 names a task.
 
 A `UserError` (bad flag, missing file, unknown character, ...) ends in one line
-on stderr and exit code 2; an interrupted training run exits with 130.
+on stderr and exit code 2. Ctrl-C and SIGTERM follow one rule in every command (`tinyformer.interrupt`): one
+line, exit 130 or 143, nothing lost; a signal ignored when the command started stays ignored.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import signal
 import sys
-from collections.abc import Iterator
 
+from tinyformer import interrupt
 from tinyformer.cli import bench, chat, experiment, export, infer, lab, serve, train, viz
 from tinyformer.errors import UserError
 from tinyformer.extras import missing, optional
@@ -63,18 +62,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command line; -> its exit status (Ctrl-C at any moment: 130, one line)."""
+    """Run one command line; -> its exit status (Ctrl-C or SIGTERM at any moment: one line, 130 or 143)."""
     try:
-        return _run(argv)
-    except KeyboardInterrupt:
-        print("tinyformer: interrupted", file=sys.stderr)
-        return 130
+        with interrupt.command():
+            return _run(argv)
+    except KeyboardInterrupt as e:
+        signum = interrupt.signum_of(e)
+        print(interrupt.line(signum), file=sys.stderr)
+        return 128 + signum
 
 
 def _run(argv: list[str] | None) -> int:
-    with _ctrl_c_exits_at_once():  # start-up: the command line, then torch, which every command uses
-        args = build_parser().parse_args(argv)
-        import torch  # noqa: F401
+    args = build_parser().parse_args(argv)  # start-up (`interrupt.command`): a signal exits at once
+    import torch  # noqa: F401  (every command uses it: its import is start-up too)
+
+    interrupt.started()
     args.cli = main  # the entry point itself, for a command that runs others (`lab build`): none imports it back
     try:
         return args.handler(args)
@@ -89,27 +91,6 @@ def _run(argv: list[str] | None) -> int:
         if not optional(e):
             raise
         return _fail(str(missing(f"tinyformer {args.command}", e.name)))
-
-
-@contextlib.contextmanager
-def _ctrl_c_exits_at_once() -> Iterator[None]:
-    """Ctrl-C ends the process at once (one line, exit 130) instead of raising KeyboardInterrupt: raised inside
-    torch's import it can leave numpy half imported for code that goes on (a RecursionError later), or reach
-    torch's C++ start-up, which aborts. Nothing has been written yet to be lost. Only the main thread can."""
-    try:
-        old = signal.signal(signal.SIGINT, _exit_interrupted)
-    except ValueError:  # not the main thread (main() called by a program's worker thread)
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
-
-
-def _exit_interrupted(signum, frame) -> None:
-    os.write(2, b"tinyformer: interrupted\n")
-    os._exit(130)
 
 
 def _fail(message: str) -> int:

@@ -8,6 +8,7 @@ The commands and their options come from the tasks' cards (`tinyformer.tasks.car
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 
 from tinyformer.cli.common import add_run_args, load, utf8
@@ -61,13 +62,20 @@ def _predict_command(verb: str, cards: list[Card]) -> tuple[Callable, Callable, 
         add_args(p, every)
 
     def cmd(a: argparse.Namespace) -> int:
-        from tinyformer.api import predict
+        from tinyformer.api import stream
 
         run = load(a)
         if run.task.command != verb:
             hint = f"; its command is `tinyformer {run.task.command}`" if run.task.command else ""
             raise UserError(f"{a.run!r} is a {run.config.task!r} run; {verb} needs a {names} run{hint}")
-        print(predict(run, **options(a, run, run.task.predict_args, every)))
+        try:  # printed as it is made (`sample`: character by character); Ctrl-C keeps what was printed
+            for piece in stream(run, **options(a, run, run.task.predict_args, every)):
+                sys.stdout.write(piece)
+                sys.stdout.flush()
+        except KeyboardInterrupt:
+            print()  # the line that says so starts on a line of its own
+            raise
+        print()
         return 0
 
     return add, cmd, cards[0].command_help

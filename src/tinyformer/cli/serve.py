@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
+
+from tinyformer import interrupt
 
 
 def add_serve(p: argparse.ArgumentParser) -> None:
@@ -47,13 +50,25 @@ def cmd_serve(a: argparse.Namespace) -> int:
         print(f"warning: listening on {a.host}: anyone who can reach this machine can use the playground")
     shown = f"[{host}]" if ":" in host else host
     print(f"tinyformer playground: http://{shown}:{port}/  (API: /docs; Ctrl-C stops it)", flush=True)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
-    try:
-        server.run(sockets=[sock])
-    except KeyboardInterrupt:  # uvicorn shuts down gracefully first, then hands Ctrl-C back
-        pass
+    server = playground_server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
+    server.run(sockets=[sock])
     print("tinyformer playground: stopped")
     return 0
+
+
+def playground_server(config):
+    """uvicorn's server under tinyformer's rule for signals (`tinyformer.interrupt`): SIGINT or SIGTERM shuts it
+    down gracefully and the command ends normally; a signal ignored when it started stays ignored (uvicorn's
+    own would catch it anyway, then raise it again once stopped)."""
+    import uvicorn
+
+    class Playground(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):
+            with interrupt.catching(self.handle_exit):
+                yield
+
+    return Playground(config)
 
 
 def is_loopback(host: str) -> bool:

@@ -84,10 +84,10 @@ def cmd_train(a: argparse.Namespace) -> int:
     finally:
         distributed.shutdown()
     if not world.main:
-        return 130 if result.status == "interrupted" else 0
+        return 128 + result.signal if result.status == "interrupted" else 0
     if result.status == "interrupted":
         print(f"interrupted at step {result.step}; state saved. Resume: tinyformer train {a.task} --resume {run_dir}")
-        return 130
+        return 128 + result.signal
     tps = trainer.tokens_seen / max(result.train_seconds, 1e-9)
     print(
         f"done: step {result.step}, best val {task_cls.select} {result.best_val:.4f}, "

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tinyformer import config as cfg
+from tinyformer import interrupt
 from tinyformer.files import make_dir
 from tinyformer.runs import Run, load_run, prepare_run, train_run
 from tinyformer.train import checkpoint as ckpt
@@ -58,8 +60,8 @@ def run_cell(task: str, base: list[dict], extra: list[str], cell: Cell, folder: 
             return run_cell(task, base, extra, cell, folder)
         print(f"== {cell.name}: {cell.about or ' '.join(cell.overrides) or 'the base config'}")
         result, _ = train_run(config, task_cls, run_dir, tokenizer, resume=bool(resume))
-        if result.status != "finished":
-            raise KeyboardInterrupt  # an interrupted cell stops the experiment; rerunning resumes it
+        if result.status != "finished":  # an interrupted cell stops the experiment; rerunning resumes it
+            raise interrupt.Stopped(result.signal or signal.SIGINT)
     rows = ckpt.read_metrics(run_dir / ckpt.METRICS)
     return CellResult(cell, load_run(run_dir, weights="latest"), rows, reused)  # the model the curves end at
 

@@ -219,21 +219,25 @@ def generate_text(
     model: nn.Module, tokenizer, s: SampleConfig, use_cache: bool = True, window: int | None = None
 ) -> str:
     """`s.prompt` followed by `s.tokens` sampled tokens, seeded by `s.seed`."""
+    return "".join(stream_text(model, tokenizer, s, use_cache, window))
+
+
+def stream_text(
+    model: nn.Module, tokenizer, s: SampleConfig, use_cache: bool = True, window: int | None = None
+) -> Iterator[str]:
+    """`generate_text` as it is made: the prompt, then the text of the tokens as each character completes
+    (`TextStream`). The model runs when the next piece is asked for."""
     device = model_device(model)
-    idx = torch.tensor([tokenizer.encode(s.prompt)], dtype=torch.long, device=device)  # (1, T0)
+    ids = tokenizer.encode(s.prompt)
+    idx = torch.tensor([ids], dtype=torch.long, device=device)  # (1, T0)
     g = torch.Generator(device=device).manual_seed(s.seed)
-    out = generate(
-        model,
-        idx,
-        s.tokens,
-        temperature=s.temperature,
-        top_k=s.top_k,
-        top_p=s.top_p,
-        generator=g,
-        use_cache=use_cache,
-        window=window,
-    )
-    return tokenizer.decode(out[0])
+    sampling = dict(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, generator=g)
+    tokens = stream(model, idx, s.tokens, **sampling, use_cache=use_cache, window=window)  # checks the window now
+    yield tokenizer.decode(ids)
+    text = TextStream(tokenizer)
+    for token in tokens:
+        yield text.push(int(token))
+    yield text.flush()
 
 
 REPLACEMENT = "\ufffd"  # what decoding an incomplete UTF-8 sequence gives

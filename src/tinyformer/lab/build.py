@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tinyformer import interrupt
 from tinyformer.errors import UserError
 from tinyformer.files import make_dir, read_text, write_text
 from tinyformer.lab import plan
@@ -77,8 +78,8 @@ def produce(
         captured = io.StringIO()
         with contextlib.redirect_stdout(captured) if source.stdout else contextlib.nullcontext():
             code = cli([a.replace("{dir}", str(folder)).replace("{runs}", str(runs)) for a in fill_nanogpt(argv)])
-        if code == 130:
-            raise KeyboardInterrupt
+        if code in (130, 143):  # stopped by SIGINT or SIGTERM (`tinyformer.interrupt`): the build stops too
+            raise interrupt.Stopped(code - 128)
         if code:
             raise UserError(f"lab: `tinyformer {line}` failed with exit code {code}")
         if source.stdout:

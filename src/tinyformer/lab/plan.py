@@ -16,6 +16,7 @@ time left. Ctrl-C stops every worker: each training saves its state, and the nex
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
 import math
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tinyformer import interrupt
 from tinyformer.errors import UserError
 from tinyformer.files import make_dir, write_text
 
@@ -227,8 +229,8 @@ def run_jobs(
             job, began = running.pop(pid)
             code = os.waitstatus_to_exitcode(status)
             made = Made(job.name, time.monotonic() - began, job.seconds, code, logs(job.name) if logs else None)
-            if code == 130:
-                raise KeyboardInterrupt
+            if code in (130, 143):  # a worker stopped by a signal (it saved): the build stops
+                raise interrupt.Stopped(code - 128)
             (out.made if code == 0 else out.failed).append(made)
             if code == 0:
                 finished.add(job.name)
@@ -242,8 +244,11 @@ def run_jobs(
                 f"{minutes(now - start)} so far, about {minutes(left)} left"
                 + (f" plus {unknown} never measured" if unknown else "")
             )
-    except KeyboardInterrupt:
-        for pid in list(running):  # each worker got the same Ctrl-C: its training is saving
+    except KeyboardInterrupt as e:  # workers are in process groups of their own: they hear it from here, once
+        for pid in list(running):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, interrupt.signum_of(e))  # its training saves, then it ends
+        for pid in list(running):
             os.waitpid(pid, 0)
         raise
     out.elapsed = time.monotonic() - start
@@ -255,6 +260,7 @@ def _fork(work: Callable[[str], None], name: str, log: Path | None, threads: int
     pid = os.fork()
     if pid:
         return pid
+    os.setpgid(0, 0)  # a Ctrl-C at the terminal reaches the build alone, which passes it on once (a second aborts)
     code = 1
     try:
         if log is not None:
@@ -267,8 +273,8 @@ def _fork(work: Callable[[str], None], name: str, log: Path | None, threads: int
         torch.set_num_threads(threads)
         work(name)
         code = 0
-    except KeyboardInterrupt:
-        code = 130
+    except KeyboardInterrupt as e:
+        code = 128 + interrupt.signum_of(e)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
     except BaseException:

@@ -22,6 +22,7 @@ a default, documented where it is defined below.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -126,6 +127,11 @@ class Task:
     def predict(self, model: nn.Module, **options: Any) -> str:
         """`tinyformer <command>`: the model's answer for the user's input, as text to print."""
         raise UserError(f"a {self.name!r} run has no inference command")
+
+    def stream(self, model: nn.Module, **options: Any) -> Iterator[str]:
+        """`predict`'s text in pieces as it is made (what `tinyformer <command>` prints as they come). Default:
+        the whole text, once; a task that makes its text token by token yields it so."""
+        yield self.predict(model, **options)
 
     def play(self, model: nn.Module, **options: Any) -> list[dict]:
         """`tinyformer serve`'s "predict" view: the answer for the user's input (the `predict_args` options, texts

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -151,9 +152,13 @@ class GPTTask(Task):
             f"perplexity {math.exp(loss):.3f}, {bpc:.4f} bits per character"
         )
 
-    def predict(self, model: nn.Module, context: int | None = None, ntk: bool = False, **options) -> str:
+    def predict(self, model: nn.Module, **options) -> str:
         """`tinyformer sample`: the prompt and its continuation, with the run's sampling settings as defaults."""
-        from tinyformer.generate.sampling import generate_text
+        return "".join(self.stream(model, **options))
+
+    def stream(self, model: nn.Module, context: int | None = None, ntk: bool = False, **options) -> Iterator[str]:
+        """`predict`'s text as it is made: the prompt, then each character as it is sampled."""
+        from tinyformer.generate.sampling import stream_text
 
         use_cache = not options.pop("no_cache", False)
         s = SampleConfig(**(dataclasses.asdict(self.config.sample) | options))
@@ -166,7 +171,7 @@ class GPTTask(Task):
             if window <= model.config.block_size:
                 block = model.config.block_size
                 raise UserError(f"--ntk stretches RoPE past block_size={block}; give a longer --context")
-        return generate_text(model, self.tokenizer, s, use_cache=use_cache, window=window)
+        yield from stream_text(model, self.tokenizer, s, use_cache=use_cache, window=window)
 
     def view_inputs(self, model: nn.Module, text: str) -> tuple[torch.Tensor, torch.Tensor]:
         if not text:

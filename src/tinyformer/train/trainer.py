@@ -37,6 +37,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
+from tinyformer import interrupt
 from tinyformer.config import TrainConfig, target_met
 from tinyformer.device import BackendChoice, autocast, configure, inference, resolve_precision
 from tinyformer.files import make_dir
@@ -95,6 +96,7 @@ class FitResult:
     best_val: float  # lowest validation score seen: the task's `select` key, "loss" by default (inf before any)
     train_seconds: float  # time spent in training steps, evaluations excluded
     reason: str = ""  # "diverged": the one-line diagnosis (see `tinyformer.train.guard`)
+    signal: int = 0  # "interrupted": the signal that stopped it (SIGINT or SIGTERM; the exit status is 128 + it)
 
 
 class Trainer:
@@ -182,7 +184,8 @@ class Trainer:
             self.plot()  # once per fit, not at every save: `tinyformer info RUN --plot` redraws it any time
         distributed.barrier(self.world)  # no rank leaves before rank 0 has written
         self.log.close()
-        return FitResult(status, self.step, self.best_val, self.train_seconds, self.diverged)
+        signum = (self._signal or signal.SIGINT) if status == "interrupted" else 0  # another rank's: SIGINT
+        return FitResult(status, self.step, self.best_val, self.train_seconds, self.diverged, signum)
 
     def _train_step(self) -> Step:
         """One optimizer step over `grad_accum` micro-batches."""
@@ -323,23 +326,17 @@ class Trainer:
     # ---- signals and progress ---------------------------------------------------
     @contextlib.contextmanager
     def _catch_signals(self) -> Iterator[None]:
-        """First SIGINT/SIGTERM: finish the step, save, return. A second one aborts."""
+        """First SIGINT/SIGTERM: finish the step, save, return. A second one aborts. A signal ignored when the
+        process started stays ignored (`tinyformer.interrupt`)."""
 
         def handler(signum, frame):
             if self._signal is not None:
-                raise KeyboardInterrupt
+                raise interrupt.Stopped(signum)
             self._signal = signum
 
         self._signal = None
-        try:
-            old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-        except ValueError:  # not the main thread: signals cannot be caught here
-            old = {}
-        try:
+        with interrupt.catching(handler):
             yield
-        finally:
-            for s, h in old.items():
-                signal.signal(s, h)
 
     def _bar(self, end: int):
         from tqdm import tqdm
