@@ -20,14 +20,26 @@ import threading
 import time
 from pathlib import Path
 
-SET_SIGINT = "import os, signal, sys; signal.signal(signal.SIGINT, getattr(signal, sys.argv[1])); os.execvp(sys.argv[2], sys.argv[2:])"
+SET_SIGINT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, getattr(signal, sys.argv[1])); "
+    "os.execvp(sys.argv[2], sys.argv[2:])"
+)
 DELAYS = "0.05,0.1,0.2,0.3,0.5,0.7,1,1.5,2,2.5,3,3.5,4,4.5,5,6,7,8"
 
 
 def start(argv: list[str], disposition: str) -> subprocess.Popen:
-    """`argv` with SIGINT set to `disposition` (SIG_DFL or SIG_IGN) for it, in a session of its own."""
+    """`argv` with SIGINT set to `disposition` (SIG_DFL or SIG_IGN) for it, in a session of its own; its
+    stdout unbuffered, so the last line read is where it was."""
     cmd = [sys.executable, "-c", SET_SIGINT, disposition, *argv]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    kw = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
+    return subprocess.Popen(cmd, **kw)
+
+
+def read_lines(p: subprocess.Popen) -> list[str]:
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(iter(p.stdout.readline, "")), daemon=True).start()
+    return lines
 
 
 def main() -> int:
@@ -40,18 +52,18 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="signal-probe-"))
     data = work / "slice.txt"
     data.write_text(Path(a.data).read_text(encoding="utf-8")[:100_000], encoding="utf-8")
-    small = ["model.n_layer=2", "model.n_embd=64", "model.n_head=4", "train.max_iters=100000", "train.eval_interval=200"]
+    small = ["model.n_layer=2", "model.n_embd=64", "model.n_head=4", "train.max_iters=100000"]
+    small += ["train.eval_interval=200"]
     good = total = 0
-    print(f"{'SIGINT on entry':<16} {'delay s':>7}  {'last line before the signal':<44} {'outcome':<34} as the rule says")
+    head = f"{'SIGINT on entry':<16} {'delay s':>7}  {'last line before the signal':<44} {'outcome':<34}"
+    print(head + " as the rule says")
     for disposition in ("SIG_DFL", "SIG_IGN"):
         for delay in [float(d) for d in a.delays.split(",")]:
             out = work / f"r-{disposition}-{delay}"
             argv = [sys.executable, "-m", "tinyformer", "train", "gpt", "--data", str(data), "--out", str(out)]
             argv += [x for s in small for x in ("--set", s)] + ["--device", "cpu"]
             p = start(argv, disposition)
-            lines: list[str] = []
-            reader = threading.Thread(target=lambda: lines.extend(iter(p.stdout.readline, "")), daemon=True)
-            reader.start()
+            lines = read_lines(p)
             time.sleep(delay)
             seen = lines[-1].strip()[:44] if lines else "(none: start-up)"
             p.send_signal(sent)

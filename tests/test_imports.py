@@ -3,46 +3,21 @@ functions) included, and the model layers point one way (attention below layers)
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[1] / "src"
-PACKAGE = SRC / "tinyformer"
+from tinyformer.lab import imports
 
-
-def module_of(path: Path) -> str:
-    parts = path.relative_to(SRC).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def exists(module: str) -> bool:
-    base = SRC.joinpath(*module.split("."))
-    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "tinyformer"
 
 
 def imports_of(path: Path) -> set[str]:
-    """Every tinyformer module that `path` imports, at the top or inside a function: `from a.b import c` is
-    a.b.c when that is a module, else a.b (the names come from a.b itself)."""
-    here = module_of(path).split(".")
-    package = here if path.name == "__init__.py" else here[:-1]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.split(".")[0] == "tinyformer"}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:  # relative: from the package `level - 1` steps up
-                base = ".".join([*package[: len(package) - node.level + 1], base]).strip(".")
-            if base.split(".")[0] != "tinyformer":
-                continue
-            for alias in node.names:
-                sub = f"{base}.{alias.name}"
-                found.add(sub if exists(sub) else base)
-    return found - {module_of(path)}
+    """Every tinyformer module that `path` imports, at the top or inside a function (`tinyformer.lab.imports`,
+    which the lab's staleness reads too)."""
+    return set(imports.imports_of(path).every)
 
 
 def graph() -> dict[str, set[str]]:
-    return {module_of(p): imports_of(p) for p in sorted(PACKAGE.rglob("*.py"))}
+    return {module: set(found.every) for module, found in imports.graph().items()}
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:

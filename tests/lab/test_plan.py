@@ -14,7 +14,7 @@ import pytest
 from tinyformer.lab import plan
 from tinyformer.lab.plan import Job, makespan, run_jobs
 from tinyformer.lab.sources import SOURCES, needs
-from tinyformer.lab.stamps import ENGINE, changed_since, code_of, made_text, read_stamp, stamp
+from tinyformer.lab.stamps import changed_since, code_of, made_text, read_stamp, stamp
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -101,7 +101,7 @@ def test_a_source_is_stale_once_a_file_of_its_code_changes_after_its_stamp(tmp_p
     (repo / "src/tinyformer/train").mkdir(parents=True)
     (repo / "docs").mkdir()
     run.mkdir()
-    (repo / "src/tinyformer/train/loop.py").write_text("x = 1\n")
+    (repo / "src/tinyformer/train/trainer.py").write_text("x = 1\n")
     (repo / "docs/guide.md").write_text("a\n")
     git(repo, "init", "-q")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "init", "--allow-empty")
@@ -115,10 +115,10 @@ def test_a_source_is_stale_once_a_file_of_its_code_changes_after_its_stamp(tmp_p
     (repo / "docs/guide.md").write_text("b\n")  # not its code
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "docs")
     assert changed_since(repo, record, paths) == []
-    (repo / "src/tinyformer/train/loop.py").write_text("x = 2\n")
+    (repo / "src/tinyformer/train/trainer.py").write_text("x = 2\n")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "loop")
-    assert changed_since(repo, record, paths) == ["src/tinyformer/train/loop.py"]
-    assert made_text(record, ["src/tinyformer/train/loop.py"]).endswith("stale: 1 file of its code changed since")
+    assert changed_since(repo, record, paths) == ["src/tinyformer/train/trainer.py"]
+    assert made_text(record, ["src/tinyformer/train/trainer.py"]).endswith("stale: 1 file of its code changed since")
     assert changed_since(None, record, paths) is None and changed_since(repo, {}, paths) is None
     assert made_text({}, None).startswith("not stamped")
 
@@ -186,11 +186,43 @@ def test_every_source_has_a_stamp_of_its_own():
     assert SOURCES["experiments/classifiers-minilm"].stamp == "experiments/classifiers/lab-classifiers-minilm.json"
 
 
-def test_a_studys_code_is_the_engine_and_its_own_module():
-    paths = code_of([["experiment", "ablation", "--out", "x"]])
-    assert set(ENGINE) <= set(paths) and "src/tinyformer/experiments/gpt_studies.py" in paths
-    assert "src/tinyformer/bench" in code_of([["bench", "attention"]])
-    assert "src/tinyformer/experiments/gpt_studies.py" not in code_of([["bench", "attention"]])
+def test_a_sources_code_is_what_its_commands_can_run_found_from_the_imports():
+    """Not a list: the modules the command's verb, its study, its tasks and the runs it reads import, at any
+    depth and inside functions; a view that never trains does not hold the trainer."""
+    ablation = code_of([["experiment", "ablation", "--out", "x"]])
+    for module in ("train/trainer.py", "tasks/gpt.py", "experiments/gpt_studies.py", "plots.py", "fonts.py"):
+        assert f"src/tinyformer/{module}" in ablation, module  # fonts: imported by plots only
+    assert "src/tinyformer/tasks/mlm.py" not in ablation and "src/tinyformer/viz/html.py" not in ablation
+    cross = code_of([["viz", "cross-attention", "{runs}/experiments/reverse-ablation/baseline", "7", "3"]])
+    assert "src/tinyformer/tasks/reverse.py" in cross  # the task of the run it reads, which another source trains
+    assert "src/tinyformer/bench/context.py" in code_of([["experiment", "attention-variants"]])
+    bert = code_of([["viz", "bert", "--sentence", "a b"]])
+    assert "src/tinyformer/viz/hf.py" in bert and "src/tinyformer/train/trainer.py" not in bert
+
+
+def test_a_committed_change_stales_exactly_the_sources_that_import_it_even_indirectly(tmp_path):
+    """The issue's case: a module no source's commands name, reached through others (the tag and qa tasks'
+    data, which the tagging and QA studies reach only through the task their cells name), makes those two
+    sources stale and no other; a module no command imports (the notebooks' helper) makes none stale."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "src", repo / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "code")
+    record = stamp(tmp_path / "lab.json", repo, 1.0, 80.0, "a CPU")
+    codes = {name: code_of(source.argv(False)) for name, source in SOURCES.items()}
+
+    def stale_after(module: str) -> set[str]:
+        with (repo / "src/tinyformer" / module).open("a") as f:
+            f.write("\n# changed\n")
+        git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", f"change {module}")
+        return {name for name, code in codes.items() if changed_since(repo, record, code)}
+
+    assert stale_after("notebook.py") == set()
+    assert stale_after("data/tagging.py") == {"experiments/tagging", "experiments/qa"}
+    assert "experiments/kv-cache" in stale_after("plots.py")  # the contributor's try: plots was in no source
 
 
 def test_no_committed_fact_is_stale_without_saying_so():

@@ -11,6 +11,7 @@ from typing import Any
 from tinyformer import config as cfg
 from tinyformer import course
 
+READS_EVERY_PRESET = True  # its tables list every preset: a preset added or changed makes them stale (`lab.stamps`)
 SAME = "·"  # a preset that keeps the course's value
 MATH = (  # what no key says: the same math, computed another way, in every recipe (the course's included)
     "Computed another way in every run, the course's recipe included, and the same math: attention through "
