@@ -3,8 +3,8 @@
 Text is first turned into UTF-8 bytes, each byte shown as one of 256 printable characters, so the base
 alphabet is every byte: any text, in any script, including characters never seen in training, encodes
 without an unknown token and decodes back to exactly the same string. Merges of frequent neighbouring
-pieces are learned (Hugging Face `tokenizers`) from the training split only; `vocab_size` counts the 256
-bytes, the merges and any special tokens.
+pieces are learned by tinyformer's own trainer (`tinyformer.data.merges`: the same merges in any process)
+from the training split only; `vocab_size` counts the 256 bytes, the merges and any special tokens.
 
 The same class holds GPT-2's own tokenizer (`from_folder`: a Hugging Face folder's tokenizer.json, or
 vocab.json + merges.txt), so a model imported from GPT-2 reads and writes text exactly as GPT-2 does. The
@@ -38,21 +38,25 @@ class BPETokenizer:
 
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB, specials: tuple[str, ...] = ()):
-        """Learn merges up to `vocab_size` tokens from `texts`; `specials` get the first ids, in order."""
-        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+        """Learn merges up to `vocab_size` tokens from `texts`; `specials` get the first ids, in order. The same
+        merges in any process (`tinyformer.data.merges`: ties broken by a stated rule)."""
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+        from tinyformer.data.merges import train_bpe, word_counts
 
         if vocab_size < 256 + len(specials):
             raise UserError(f"a byte-level BPE needs vocab_size >= {256 + len(specials)} (256 bytes), got {vocab_size}")
-        tok = Tokenizer(models.BPE())
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)  # GPT-2's split: words, digits, ...
+        split = pre_tokenizers.ByteLevel(add_prefix_space=False)  # GPT-2's split: words, digits, ...
+
+        def words(text: str) -> list[str]:
+            return [w for w, _ in split.pre_tokenize_str(text)]
+
+        vocab, merges = train_bpe(word_counts(texts, words), vocab_size, specials)
+        tok = Tokenizer(models.BPE(vocab, merges))
+        tok.pre_tokenizer = split
         tok.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(
-            vocab_size=vocab_size,
-            special_tokens=list(specials),
-            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # all 256 bytes, seen in training or not
-            show_progress=False,
-        )
-        tok.train_from_iterator(texts, trainer=trainer)
+        if specials:
+            tok.add_special_tokens(list(specials))
         return cls(tok)
 
     @classmethod

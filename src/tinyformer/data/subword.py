@@ -3,9 +3,9 @@
 Two sources, one class and one file format (Hugging Face's own tokenizer.json, which
 `tokenizers.Tokenizer.from_file` and `transformers.PreTrainedTokenizerFast` read as well):
 
-- `train`: learned with Hugging Face `tokenizers` on the training split only,
-  lower-cased, with the five special tokens at ids 0-4: [PAD] [UNK] [CLS] [SEP] [MASK]
-  (`PAD_ID` ... `MASK_ID`).
+- `train`: learned on the training split only by tinyformer's own trainer
+  (`tinyformer.data.merges`: the same vocabulary in any process), lower-cased, with the
+  five special tokens at ids 0-4: [PAD] [UNK] [CLS] [SEP] [MASK] (`PAD_ID` ... `MASK_ID`).
 - `from_pretrained`: a Hugging Face BERT folder's tokenizer.json, or, when it has only
   vocab.txt, BERT's WordPiece rebuilt from it (lower-cased as tokenizer_config.json's
   do_lower_case says). Its special tokens keep their own ids (uncased BERT: [PAD]=0,
@@ -60,14 +60,22 @@ class SubwordTokenizer:
 
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int = 2000) -> SubwordTokenizer:
-        """Learn a WordPiece vocabulary of about `vocab_size` tokens (specials included) from `texts`."""
-        from tokenizers import Tokenizer, models, normalizers, trainers
+        """Learn a WordPiece vocabulary of `vocab_size` tokens (specials included) from `texts`, the same in any
+        process (`tinyformer.data.merges`: ties broken by a stated rule)."""
+        from tokenizers import Tokenizer, models, normalizers
 
-        tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
-        tok.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=True, clean_text=True)
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(SPECIALS), show_progress=False)
+        from tinyformer.data.merges import train_wordpiece, word_counts
+
+        normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=True, clean_text=True)
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))  # its normalizer and pre-tokenizer split the words
+        tok.normalizer = normalizer
         _bert_pipeline(tok, CLS_ID, SEP_ID)
-        tok.train_from_iterator(texts, trainer=trainer)
+
+        def split(text: str) -> list[str]:
+            return [w for w, _ in tok.pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text))]
+
+        vocab = train_wordpiece(word_counts(texts, split), vocab_size, SPECIALS)
+        tok.model = models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100)
         return cls(tok)
 
     @classmethod
