@@ -267,3 +267,32 @@ def test_ctrl_c_in_a_worker_stops_the_build_after_every_worker_has_ended(tmp_pat
     assert said.startswith("interrupted") and time.monotonic() - began < 20
     group, pid = said.split("group ")[1].split(" (pid ")
     assert group == pid.rstrip(")") != str(os.getpgid(0))  # its own process group
+
+
+def test_the_lab_tells_deterministic_facts_from_measured_ones_and_names_those_a_rebuild_moved():
+    from tinyformer.lab.build import deterministic, unreproduced
+
+    for key in (
+        "experiments/ablation: baseline / best val loss",
+        "experiments/tagging: random init / steps x batch",
+        "experiments/ablation: no-mask / its sample's loss under baseline",
+        "experiments/reverse-ablation: one-head / alignment",
+        "lab/gpt: config.model.n_embd",
+    ):
+        assert deterministic(key), key
+    for key in (
+        "experiments/kv-cache: table 1: 128 / cache ms/token",
+        "experiments/scale: base / train s | ,.0f",
+        "experiments/classifiers: textcnn / inference ex/s",
+        "lab/bench-rnn: bench.rnn.rows.0.scratch_tokens_per_s | ,.0f",
+        "lab/bench-attention: bench.attention.4.manual_ms | .1f",
+        "lab/gpt: made",
+        "experiments/seq2seq-decoding: 200 / encode share, greedy cached",
+        "fig lab/gpt: loss.png",
+        "text lab/gpt-info: stdout.txt",
+        "experiments/practice: baseline / saved activations MiB",
+    ):
+        assert not deterministic(key), key
+    before = {"a: val loss": "1.5", "a: train s": "10", "b: val loss": "2.0"}
+    now = {"a: val loss": "1.6", "a: train s": "12", "b: val loss": "2.1"}
+    assert unreproduced(before, now, ["a"]) == {"a: val loss": ["1.5", "1.6"]}  # b's code changed: not compared

@@ -59,6 +59,8 @@ class Found:
     errors: list[str] = field(default_factory=list)
     unsized: list[str] = field(default_factory=list)  # quick: keys the tiny runs lack (a size, a length)
     front: tuple[Path, str] | None = None  # the front page (README.md) and its text
+    same: list[str] = field(default_factory=list)  # sources made again at the code of their last stamp ...
+    unreproduced: dict[str, list[str]] = field(default_factory=dict)  # ... whose deterministic facts moved: old, new
 
 
 def produce(
@@ -220,6 +222,10 @@ def resolve(
         changed = changed_since(root, record, code_of(SOURCES[name].argv(False)))
         if changed:
             out.stale[name] = changed
+        last = previous.get("stamps", {}).get(name, {})
+        if name in found and last and last != record and not record.get("dirty") and not last.get("dirty"):
+            if changed_since(root, last, code_of(SOURCES[name].argv(False))) == []:
+                out.same.append(name)  # made again, and its code is what made the facts of the last build
     for path, text in texts.items():
         for m in PLACEHOLDER.finditer(text):
             name = m.group(2)
@@ -237,7 +243,31 @@ def resolve(
             out.machines[name] = found[name]["machine"] if name in found else before[name]
         else:
             out.missing.append(name)
+    out.unreproduced = unreproduced(previous.get("values", {}), out.values, out.same)
     return out
+
+
+MEASURED = re.compile(  # a fact that measures the machine (a time, a speed, memory), not the computation
+    r"(?<![\w'])(s|ms|sec|seconds|min|minutes)(?![\w'])|_ms\b|_s\b|per_s|/s\b|ms/token|time|speed|faster|slower"
+    r"|\b(MB|MiB|GB|MFU|memory|wall|share|ratio|machine|made)\b|\d\.?\d*x\b",
+    re.IGNORECASE,
+)
+
+
+def deterministic(key: str) -> bool:
+    """Whether the fact `key` ("SOURCE: FACT") is the computation's alone, the same on every rebuild of the same
+    code on the same machine: not a figure or a text (they show times), not a time, a speed or memory."""
+    name, _, fact = key.partition(": ")
+    return not name.startswith(("fig ", "text ")) and not MEASURED.search(fact)
+
+
+def unreproduced(before: dict[str, str], now: dict[str, str], sources: list[str]) -> dict[str, list[str]]:
+    """The deterministic facts of `sources` (made again at the same code) whose value moved: key -> [old, new]."""
+    return {
+        k: [before[k], v]
+        for k, v in now.items()
+        if k.partition(": ")[0] in sources and deterministic(k) and k in before and before[k] != v
+    }
 
 
 def _value(m, known: dict[str, str], folder: Path, quick: bool, out: Found) -> str:
@@ -293,6 +323,15 @@ def build(
         got.front = (front, front_page(front_template, got.values))
     for line in got.errors:
         print(line)
+    if got.same:
+        checked = [k for k in got.values if k.partition(": ")[0] in got.same and deterministic(k)]
+        print(
+            f"lab: made again at the same code: {len(got.same)} sources; of their {len(checked)} deterministic facts, "
+            f"{len(checked) - len(got.unreproduced)} are identical"
+            + "".join(
+                f"\nlab: NOT REPRODUCED {k}: was {old!r}, now {new!r}" for k, (old, new) in got.unreproduced.items()
+            )
+        )
     if got.errors:
         raise UserError(f"lab: {len(got.errors)} placeholders could not be filled (listed above); nothing written")
     write(docs, pages, got, previous)
@@ -384,6 +423,7 @@ def write(docs: Path, pages: list[Page], got: Found, previous: dict | None = Non
         last = plan.summary(got.made) | {"date": max(got.stamps[m.name].get("date", "") for m in got.made.made)}
     facts_json = {"machines": got.machines, "missing": got.missing, "values": got.values}
     facts_json |= {"stamps": got.stamps, "stale": got.stale}
+    facts_json |= {"measured": sorted(k for k in got.values if not deterministic(k))}  # the rest: deterministic
     facts_json |= {"build": last} if last else {}
     write_text(docs / "facts.json", json.dumps(facts_json, indent=1, ensure_ascii=False, sort_keys=True) + "\n")
     for page in pages:
