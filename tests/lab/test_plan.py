@@ -291,6 +291,8 @@ def test_the_lab_tells_deterministic_facts_from_measured_ones_and_names_those_a_
         "fig lab/gpt: loss.png",
         "text lab/gpt-info: stdout.txt",
         "experiments/practice: baseline / saved activations MiB",
+        "experiments/classifiers/mlm: final train train_seconds",
+        "experiments/classifiers: lab-classifiers-minilm.date",
     ):
         assert not deterministic(key), key
     before = {"a: val loss": "1.5", "a: train s": "10", "b: val loss": "2.0"}

@@ -249,7 +249,7 @@ def resolve(
 
 MEASURED = re.compile(  # a fact that measures the machine (a time, a speed, memory), not the computation
     r"(?<![\w'])(s|ms|sec|seconds|min|minutes)(?![\w'])|_ms\b|_s\b|per_s|/s\b|ms/token|time|speed|faster|slower"
-    r"|\b(MB|MiB|GB|MFU|memory|wall|share|ratio|machine|made)\b|\d\.?\d*x\b",
+    r"|seconds|\b(MB|MiB|GB|MFU|memory|wall|share|ratio|machine|made|date)\b|\d\.?\d*x\b",
     re.IGNORECASE,
 )
 
