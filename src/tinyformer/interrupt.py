@@ -5,7 +5,8 @@
   shell in front never stops it; tinyformer installs no handler over an ignored signal, in start-up or later.
   Such a run stops on SIGTERM (`kill PID`).
 - **Otherwise SIGINT and SIGTERM stop the command, with one line, and lose nothing.** During start-up (the
-  command line, torch's import) the process exits at once: nothing has been written yet. Inside a training
+  command line, torch's import), and inside any import later, the process exits at once: nothing has been
+  written yet, or what was is whole. Inside a training
   loop the first signal finishes the step and saves a resumable state (a second one aborts); anywhere else the
   command unwinds as from an exception, and whatever it writes is committed whole or not at all. The exit
   status is 128 + the signal's number: 130 for SIGINT, 143 for SIGTERM; the line is
@@ -67,13 +68,26 @@ _state = {"running": False}  # False: the command is starting up (a signal exits
 
 
 def handle(signum: int, frame) -> None:
-    """The rule's handler for a command's whole life, but where a training loop puts its own."""
-    if not _state["running"]:
-        os.write(2, (line(signum) + "\n").encode())  # start-up: the command line, torch's import. Raised
-        os._exit(128 + signum)  # inside an import, KeyboardInterrupt can reach torch's C++ start-up (which
-    if signum == signal.SIGINT:  # aborts) or leave numpy half imported; nothing has been written yet
+    """The rule's handler for a command's whole life, but where a training loop puts its own. During start-up
+    (the command line, torch's import), and inside any import later (the optimizer imports torch._dynamo, 2 s,
+    as a run starts), the process exits at once: raised inside an import, KeyboardInterrupt can reach torch's
+    C++ start-up (which aborts), leave numpy half imported for code that goes on, or end the process by the
+    signal itself after the line; and there every file written so far is whole (each write is atomic)."""
+    if not _state["running"] or importing(frame):
+        os.write(2, (line(signum) + "\n").encode())
+        os._exit(128 + signum)
+    if signum == signal.SIGINT:
         raise KeyboardInterrupt
     raise Stopped(signum)
+
+
+def importing(frame) -> bool:
+    """Whether `frame` runs inside an import (a module's top level being executed)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 @contextlib.contextmanager
