@@ -19,6 +19,7 @@ import httpx
 import pytest
 import torch
 
+from tests.processes import start
 from tinyformer.cli import main
 from tinyformer.serve import generation
 from tinyformer.serve.app import background, create_app
@@ -452,7 +453,7 @@ def test_requests_waiting_for_a_slot_hold_no_thread(runs_root, monkeypatch):
 
 def test_serve_prints_its_url_answers_and_stops_cleanly_on_ctrl_c(runs_root):
     env = os.environ | {"PYTHONUNBUFFERED": "1"}
-    p = subprocess.Popen(
+    p = start(  # SIGINT at its default: the suite may run from a background job, where it is ignored
         [sys.executable, "-m", "tinyformer", "serve", str(runs_root), "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

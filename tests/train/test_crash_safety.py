@@ -15,6 +15,7 @@ import torch
 
 from tests.cli_helpers import user_error
 from tests.conftest import tiny_run_config
+from tests.processes import start
 from tinyformer import config
 from tinyformer.device import seed_everything
 from tinyformer.errors import UserError
@@ -157,7 +158,7 @@ def test_a_second_writer_is_refused_and_a_stale_lock_is_not(text_file, tmp_path)
     tiny = ["--set", "model.n_layer=1", "--set", "model.n_embd=16", "--set", "model.n_head=2"]
     sets = [*tiny, "--set", "train.max_iters=100000", "--set", "model.block_size=16", "--device", "cpu"]
     cmd = [sys.executable, "-m", "tinyformer", "train", "gpt", "--data", str(text_file), *sets, "--out", str(out)]
-    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = start(cmd, sigint="default", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while not (out / ckpt.STATE).exists() and time.time() < deadline:
         time.sleep(0.2)
@@ -187,7 +188,7 @@ def test_two_runs_started_together_into_one_folder_do_not_interleave(text_file, 
     sets += ["train.eval_interval=20", "train.eval_iters=1", "train.log_interval=1", "sample.tokens=5"]
     cmd = [sys.executable, "-m", "tinyformer", "train", "gpt", "--data", str(text_file), "--device", "cpu"]
     cmd += [x for s in sets for x in ("--set", s)] + ["--out", str(out)]
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [start(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
     assert sorted(code for code, _ in results) == [0, 2], results
     refusal = next(err for code, err in results if code == 2)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.processes import start
 from tinyformer.train import distributed
 from tinyformer.train.distributed import World
 
@@ -77,9 +78,7 @@ def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path, te
 def test_an_interrupted_two_process_run_resumes_in_one_process_and_back(tmp_path, text_file):
     out = tmp_path / "run"
     cmd = train_cmd(text_file, out, 2, "train.batch_size=4", "train.max_iters=100000")
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), start_new_session=True
-    )
+    proc = start(cmd, sigint="default", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
     deadline = time.time() + 120
     while not (out / "trainer_state.pt").exists() and time.time() < deadline:
         time.sleep(0.2)

@@ -91,12 +91,17 @@ def test_sigint_saves_a_checkpoint_that_resumes_exactly(text_file, tmp_path):
     SignalAt.calls = 0
     task = SignalAt.prepare(cfg)
     t = Trainer(task.build_model(), task, cfg.train, tmp_path / "sig", progress=False)
-    before = signal.getsignal(signal.SIGINT)  # default_int_handler, or SIG_IGN under nohup / CI
-    result = t.fit()
+    # Ctrl-C as in a terminal: the suite may run from a background job, where SIGINT is ignored and stays so
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        result = t.fit()
+        restored = signal.getsignal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert result.status == "interrupted" and result.step == 3  # the step in flight was finished
     assert ckpt.load_state(tmp_path / "sig" / ckpt.STATE)["step"] == 3
     assert (tmp_path / "sig" / ckpt.LOSS_PNG).is_file()
-    assert signal.getsignal(signal.SIGINT) == before  # the caller's handler is restored
+    assert restored is signal.default_int_handler  # the caller's handler is restored
     resumed = make_trainer(text_file, tmp_path / "sig", resume=True)
     resumed.fit()
     a, b = weights(full), weights(resumed)

@@ -21,6 +21,7 @@ import heapq
 import json
 import math
 import os
+import signal
 import sys
 import time
 import traceback
@@ -244,15 +245,19 @@ def run_jobs(
                 f"{minutes(now - start)} so far, about {minutes(left)} left"
                 + (f" plus {unknown} never measured" if unknown else "")
             )
-    except KeyboardInterrupt as e:  # workers are in process groups of their own: they hear it from here, once
-        for pid in list(running):
+    except KeyboardInterrupt:  # workers are in process groups of their own: they hear it from here, once, as
+        for pid in list(running):  # SIGTERM, which a worker obeys however the build was started
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, interrupt.signum_of(e))  # its training saves, then it ends
+                os.kill(pid, signal.SIGTERM)  # its training saves, then it ends
         for pid in list(running):
             os.waitpid(pid, 0)
         raise
     out.elapsed = time.monotonic() - start
     return out
+
+
+def _stopped(signum: int, frame) -> None:
+    raise interrupt.Stopped(signum)
 
 
 def _fork(work: Callable[[str], None], name: str, log: Path | None, threads: int) -> int:
@@ -261,6 +266,8 @@ def _fork(work: Callable[[str], None], name: str, log: Path | None, threads: int
     if pid:
         return pid
     os.setpgid(0, 0)  # a Ctrl-C at the terminal reaches the build alone, which passes it on once (a second aborts)
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # a build run outside the CLI: SIGTERM unwinds here too
+        signal.signal(signal.SIGTERM, _stopped)
     code = 1
     try:
         if log is not None:
