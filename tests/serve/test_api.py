@@ -536,3 +536,29 @@ def test_a_run_whose_files_change_after_it_was_loaded_gets_one_answer_from_every
     assert client.get("/api/runs").json()["unreadable"] == []
     again = client.post("/api/generate", json=body)
     assert again.status_code == 200 and again.json()["text"] == first.json()["text"]
+
+
+def test_the_page_route_downloads_the_runs_export_page(client, runs_root, tmp_path):
+    """`GET /api/page` is `tinyformer export page`'s file (the same weights and tokenizer), as a download; a run with
+    no generate view is refused naming the field, and `/api/run` says whether the link is offered."""
+    import re
+
+    from tinyformer.cli import main
+
+    r = client.get("/api/page", params={"run": "gpt"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert r.headers["content-disposition"] == 'attachment; filename="gpt.html"'
+    assert main(["export", "page", str(runs_root / "gpt"), str(tmp_path / "gpt.html")]) == 0
+
+    def data(html: str) -> dict:
+        found = re.search(r'<script type="application/json" id="tf-model">(.*?)</script>', html, re.S)
+        return {k: v for k, v in json.loads(found[1]).items() if k in ("blob", "tensors", "tokenizer", "spec")}
+
+    assert data(r.text) == data((tmp_path / "gpt.html").read_text(encoding="utf-8"))
+    assert client.get("/api/run", params={"run": "gpt"}).json()["page"] is None
+    refused = client.get("/api/page", params={"run": "nested/reverse"})
+    assert (
+        refused.status_code == 400
+        and refused.json()["field"] == "run"
+        and "no 'generate' view" in refused.json()["error"]
+    )

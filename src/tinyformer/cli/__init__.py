@@ -33,7 +33,11 @@ def commands() -> dict:
         "info": (train.add_info, train.cmd_info, "show a run's config, parameter breakdown and progress"),
         "eval": (infer.add_eval, infer.cmd_eval, "score a run on its held-out data (a language model: or a file)"),
         "viz": (viz.add_viz, None, "draw attention: Hugging Face BERT, any tinyformer run, cross-attention"),
-        "export": (export.add_export, export.cmd_export, "write a MiniGPT run as a Hugging Face GPT-2 folder"),
+        "export": (
+            export.add_export,
+            export.cmd_export,
+            "take a run elsewhere: a Hugging Face folder, one HTML page, ONNX",
+        ),
         "experiment": (experiment.add_experiment, experiment.cmd_experiment, "train a grid of runs, write a report"),
         "bench": (bench.add_bench, bench.cmd_bench, "measure speed and memory"),
         "lab": (lab.add_lab, None, "build the lab guide (docs/lab) from the runs' reports"),

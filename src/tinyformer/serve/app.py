@@ -9,6 +9,7 @@ next-token, which is there for scripts and notebooks (a distribution without gen
                           API only: the page reads each step's distribution from the generate stream
 - `POST /api/attention`   the attention from one token of a text (or of ids), every layer x head, head roles
 - `POST /api/predict`     the task's answer as panels (`Task.play`): probabilities, tags, a span, a matrix
+- `GET  /api/page?run=`   a language model as one HTML file that runs it offline (`tinyformer export page`)
 
 Every error is a JSON object {"error": one line, "field": the field it names} ("body" for a body that is not
 JSON, "path" for an unknown address); bad input and bad data on disk get a 4xx, and the server keeps serving.
@@ -21,6 +22,7 @@ that run at once (the others wait for a slot, up to `wait_s`, holding no thread 
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import threading
 import time
@@ -28,7 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from fastapi import FastAPI
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, StreamingResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from tinyformer.device import inference
@@ -120,7 +122,33 @@ def run_routes(app: FastAPI, store: RunStore, limits: Limits) -> None:
             "info": info,
             "config": to_dict(held.run.config),
             "metrics": metrics(held.run.path),
+            "page": page_refusal(held.run.model),
         }
+
+    @app.get(
+        "/api/page", summary="the run as one HTML file that runs it offline, as `tinyformer export page` writes it"
+    )
+    def page(run: str) -> Response:
+        from tinyformer.export.page import page_html
+
+        held = get(store, run, view="generate")
+        with blame("run", 422):  # a model the page's engine does not run: the reason, in one line
+            html = store.call(lambda: page_html(held.run))
+        name = re.sub(r"[^\w.-]+", "-", run).strip("-") or "run"
+        return Response(
+            html, media_type="text/html", headers={"Content-Disposition": f'attachment; filename="{name}.html"'}
+        )
+
+
+def page_refusal(model) -> str | None:
+    """Why `tinyformer export page` would refuse this model (one line), or None: it exports."""
+    from tinyformer.export.page import check_exportable
+
+    try:
+        check_exportable(model)
+    except UserError as e:
+        return str(e)
+    return None
 
 
 def model_routes(app: FastAPI, store: RunStore, limits: Limits) -> None:

@@ -59,6 +59,8 @@ async function openRun(name) {
   state.run = run;
   $("task").textContent = `${run.task} run, step ${run.step} of ${run.max_iters}`;
   $("info").textContent = run.info;
+  $("page-link").hidden = !run.views.includes("generate") || run.page !== null;
+  $("page-link").href = `/api/page?run=${encodeURIComponent(name)}`;
   drawCurve(run.metrics);
   for (const view of VIEWS) $(view).hidden = !run.views.includes(view);
   $("att-text").hidden = run.views.includes("generate");
