@@ -97,8 +97,15 @@ def test_the_csp_allows_exactly_the_inline_script_and_style_and_the_data_cannot_
 
     rules = dict((part.split()[0], part.split()[1:]) for part in csp.split("; "))
     assert rules["default-src"] == ["'none'"]
-    assert rules["script-src"] == [digest(scripts[0])] and rules["style-src"] == [digest(styles[0])]
-    assert "unsafe" not in csp and "http" not in html.split("<body>")[1].split('id="tf-model"')[0]
+    # its own script, and WebAssembly compiled by it (the matrix products); no JavaScript eval
+    assert rules["script-src"] == [digest(scripts[0]), "'wasm-unsafe-eval'"] and rules["style-src"] == [
+        digest(styles[0])
+    ]
+    assert (
+        "'unsafe-eval'" not in csp
+        and "unsafe-inline" not in csp
+        and "http" not in html.split("<body>")[1].split('id="tf-model"')[0]
+    )
     assert data_of(html)["name"] == "</script><script>alert(1)</script>"  # parsed back whole: never closed early
     assert html.count("</script>") == 2
 
@@ -135,7 +142,7 @@ def open_page(browser):
     console errors are recorded on it."""
     contexts = []
 
-    def open_(path):
+    def open_(path, address=""):
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         contexts.append(context)
         page = context.new_page()
@@ -143,7 +150,7 @@ def open_page(browser):
         page.on("request", lambda r: None if r.url.startswith(("file:", "data:")) else page.elsewhere.append(r.url))
         page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: page.errors.append(str(e)))
-        page.goto(path.as_uri())
+        page.goto(path.as_uri() + address)
         page.evaluate("tinyformer.ready")
         return page
 
@@ -164,10 +171,12 @@ VARIANTS = {
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("products", ["simd", "js"])
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_the_engine_computes_minigpts_logits(variant, open_page, tmp_path):
+def test_the_engine_computes_minigpts_logits(variant, products, open_page, tmp_path):
     model = random_gpt(**VARIANTS[variant])
-    page = open_page(write_page(model, tmp_path / "p.html"))
+    page = open_page(write_page(model, tmp_path / "p.html"), "#js" if products == "js" else "")
+    assert page.evaluate("tinyformer.engine.simd()") == (products == "simd")  # WebAssembly runs under the CSP
     g = torch.Generator().manual_seed(1)
     for T in (1, 5, 16):
         ids = torch.randint(0, len(CHARS), (T,), generator=g).tolist()
@@ -180,6 +189,8 @@ def test_the_engine_computes_minigpts_logits(variant, open_page, tmp_path):
     want = generate_text(model, CharTokenizer(CHARS), SampleConfig(prompt="ab", tokens=40, temperature=0))
     assert text == want
     assert page.errors == [] and page.elsewhere == []
+    with pytest.raises(Exception, match="violates the following Content Security Policy"):
+        page.wait_for_function("1 === 2", timeout=5000)  # polled by evaluating a string in the page: eval
 
 
 @pytest.mark.slow
@@ -272,6 +283,15 @@ def test_the_page_streams_shows_distributions_and_attention_offline_and_in_chine
     assert page.locator("#dist .dist-row").count() == 20
     assert page.locator("#dist .dist-row.cut").count() == 19  # temperature 0 keeps only the argmax
     assert page.locator("#dist .dist-row").first.get_attribute("class") == "dist-row chosen"
+    for field, value, message in (
+        ("#temperature", "-1", "temperature = -1 must be a number >= 0"),
+        ("#prompt", "ROMEO: ☃", '1 character(s) outside the vocabulary: "☃"'),
+    ):
+        page.fill(field, value)
+        page.click("#go")
+        expect(page.locator("#error")).to_have_text(re.compile(re.escape(message)))
+        page.fill("#temperature", "0")
+        page.fill("#prompt", "ROMEO:")
     page.select_option("#lang", "zh")
     assert page.inner_text("#generate h2") == "生成" and "第 16 个词元" in page.inner_text("#att-title")
     shot = tmp_path / "page.png"

@@ -66,6 +66,7 @@ const pause = () => new Promise((resolve) => { waiting.push(resolve); channel.po
 // ---- generation --------------------------------------------------------------------------------
 // Generate `o.tokens` tokens after `prompt`; `draw` true: the page shows them as they come, in slices of ~30 ms.
 async function run(prompt, o, drawing) {
+  engine.checkOptions(o);
   const ids = tokenizer.encode(prompt);
   if (!ids.length) throw new Error("the prompt is empty: give at least one character");
   const session = new engine.Session(model, data.spec.window), random = engine.generator(o.seed ?? 1);
@@ -195,7 +196,7 @@ const ready = new Promise((resolve) => {
   // after the page has painted once, so the first thing a visitor sees is the page, not a blank tab
   requestAnimationFrame(() => setTimeout(() => {
     const started = performance.now();
-    ({ model, tokenizer } = engine.load(data));
+    ({ model, tokenizer } = engine.load(data, location.hash !== "#js")); // "#js": no WebAssembly
     window.tinyformer.loadMs = performance.now() - started;
     $("status").textContent = t("offline");
     $("go").disabled = false;
