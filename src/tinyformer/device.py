@@ -72,6 +72,7 @@ def configure(device: torch.device) -> None:
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
 MMAP_THRESHOLD = 32 << 20  # the most glibc accepts on 64-bit: larger blocks still get their own mapping
 TRIM_THRESHOLD = 1 << 30  # free memory at the top of the heap that stays in the process
+FREED_MEMORY_KEPT = False  # whether `keep_freed_memory` has applied in this process (the benchmarks report it)
 
 
 def keep_freed_memory() -> bool:
@@ -84,11 +85,14 @@ def keep_freed_memory() -> bool:
     process: 4x fewer faults, and a step 2-3% faster with no more peak memory (side by side on a 2-core Xeon
     with AMX, bf16). The order matters: pinning the trim threshold alone would switch off glibc's adaptive
     mapping threshold and leave it at 128 KiB (2x slower steps), so that is never done without the first."""
+    global FREED_MEMORY_KEPT
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError, TypeError):  # no C library by that call (Windows), or no mallopt (macOS)
         return False
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    applied = bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    FREED_MEMORY_KEPT = FREED_MEMORY_KEPT or applied
+    return applied
 
 
 def native_bf16(device: torch.device) -> bool:

@@ -37,6 +37,13 @@ def test_worker_trains_an_epoch_and_scores_it(impl):
     assert r["to_target_s"] is None and r["epochs"] is None
 
 
+def test_both_sides_run_with_the_allocator_setting_of_the_trainer():
+    cmd = [sys.executable, "-m", "tinyformer.bench.reverse", "--max-epochs", "1", "--n-train", "128", "--n-val", "10"]
+    for impl in ("reference", "tinyformer"):  # each in a fresh process, as the benchmark runs them
+        out = subprocess.run([*cmd, "--impl", impl], capture_output=True, text=True, timeout=300, check=True)
+        assert json.loads(out.stdout.strip().splitlines()[-1])["freed_memory_kept"] is True, impl
+
+
 def test_worker_prints_one_json_line():
     cmd = [sys.executable, "-m", "tinyformer.bench.reverse", "--impl", "reference", "--max-epochs", "1"]
     cmd += ["--n-train", "128", "--n-val", "10"]

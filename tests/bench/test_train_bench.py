@@ -14,7 +14,7 @@ def test_flops_per_token_needs_the_fitted_vocabulary():
         train.flops_per_token(train._seed_recipe())  # vocab_size 0 before the tokenizer is fitted
 
 
-KEYS = {"impl", "tokens_per_s", "loss", "precision", "peak_rss_mb", "attention"}
+KEYS = {"impl", "tokens_per_s", "loss", "precision", "peak_rss_mb", "attention", "freed_memory_kept"}
 
 
 @pytest.mark.slow
@@ -28,6 +28,7 @@ def test_workers_measure_both_sides_in_fp32(text_file):
         assert set(r) == KEYS and r["tokens_per_s"] > 0 and r["peak_rss_mb"] > 0 and r["precision"] == "fp32"
         assert 2.0 < r["loss"] < 4.5
     assert ref["attention"] is None and ours["attention"].startswith("attention: ")
+    assert ref["freed_memory_kept"] and ours["freed_memory_kept"]  # the Trainer's allocator setting, both sides
 
 
 @pytest.mark.parametrize(

@@ -95,6 +95,8 @@ class Record:
         return exact_match >= TARGET
 
     def result(self, epoch_seconds: list[float], precision: str) -> dict:
+        from tinyformer import device as devices
+
         hit = next((i for i, e in enumerate(self.evals) if e["exact_match"] >= TARGET), None)
         upto = self.evals[: hit + 1] if hit is not None else []
         eval_s = sum(e["eval_s"] for e in upto)
@@ -110,6 +112,7 @@ class Record:
             "eval_s": eval_s if upto else None,
             "to_target_s": upto[-1]["train_s"] + eval_s if upto else None,
             "wall_s": upto[-1]["wall_s"] if upto else None,
+            "freed_memory_kept": devices.FREED_MEMORY_KEPT,  # glibc keeps freed tensor memory: both sides alike
         }
 
 
@@ -118,8 +121,10 @@ def _reference(config, max_epochs: int, bf16: bool = False) -> dict:
     DataLoader, then greedy exact match on the first 500 held-out pairs; `bf16`: its one autocast line on (the
     chapter turns it on on CUDA; here, on a CPU that multiplies bf16 natively)."""
     from tinyformer.bench import reference as ch
+    from tinyformer.device import keep_freed_memory
 
     cpu = torch.device("cpu")
+    keep_freed_memory()  # the allocator setting the Trainer makes (`device.configure`): both sides get it
     torch.manual_seed(0)
     src_train, tgt_train = ch.chapter_pairs(config.data.n_train, seed=0)
     src_val, tgt_val = ch.chapter_pairs(config.data.n_val, seed=1)  # the first n of the chapter's 1,000

@@ -74,12 +74,15 @@ def _measure_reference(config, iters: int, bf16: bool = False) -> tuple[list[flo
     forward and the loss under the chapter's one `torch.autocast` line, as a learner would add it. The loss is
     read (`.item()`, a device sync on a GPU) inside the step's time, as the Trainer reads it."""
     from tinyformer.bench.reference import LabGPT, lab_optimizer
+    from tinyformer.device import keep_freed_memory
     from tinyformer.tasks import GPTTask
 
     torch.manual_seed(config.train.seed)
     task = GPTTask.prepare(config)  # the same data and batches
     m, c = task.config.model, config.train
     device = torch.device(c.device)
+    if device.type == "cpu":  # the allocator setting the Trainer makes (`device.configure`): both sides get it
+        keep_freed_memory()
     model = LabGPT(m.vocab_size, m.block_size, m.n_embd, m.n_head, m.n_layer, m.dropout).to(device)
     opt = lab_optimizer(model)
     g = torch.Generator().manual_seed(c.seed)
@@ -100,7 +103,9 @@ def _measure_reference(config, iters: int, bf16: bool = False) -> tuple[list[flo
 def worker(
     impl: str, iters: int, data: str | None, precision: str | None = None, device: str = "cpu", path: str | None = None
 ) -> dict:
-    """One measurement in this process -> {"impl", "tokens_per_s", "loss", "precision", "peak_rss_mb", "attention"}."""
+    """One measurement in this process -> {"impl", "tokens_per_s", "loss", "precision", "peak_rss_mb", "attention",
+    "freed_memory_kept"}."""
+    from tinyformer import device as devices
     from tinyformer.device import resolve_precision
 
     ours = "bf16" if impl == "tinyformer+bf16" else precision or "fp32"
@@ -121,6 +126,7 @@ def worker(
         or resolve_precision(torch.device(device), ours),
         "peak_rss_mb": rss_mb,
         "attention": attention,  # tinyformer: the backend model.backend=auto took, with its measured rates
+        "freed_memory_kept": devices.FREED_MEMORY_KEPT,  # glibc keeps freed tensor memory: the same on both sides
     }
 
 
