@@ -38,6 +38,8 @@ class Config:
 
 # %% data
 # package: tinyformer.data.tinyshakespeare (read_text, TokenSplits) + data.tokenizers.CharTokenizer
+# course: downloads input.txt from GitHub into the working folder; here a local file
+# (no network at run time)
 CACHE = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
 DATA = os.path.join(CACHE, "tinyformer", "tinyshakespeare.txt")  # the package's copy (make demo)
 
@@ -59,6 +61,8 @@ def load_data(path: str | None, device: str = "cpu") -> tuple[list[str], dict[st
 
 
 def get_batch(data: torch.Tensor, block_size: int, batch_size: int, generator=None):
+    # course: starts in [0, len - T - 1), so the last window is never drawn; here [0, len - T),
+    # every window, and from a seeded generator (the course's batches are unseeded)
     starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)  # (B,)
     windows = data[starts[:, None] + torch.arange(block_size + 1)]  # (B, T + 1)
     return windows[:, :-1], windows[:, 1:]  # inputs x, targets y (B, T): y is x shifted by one
@@ -74,17 +78,20 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(c.n_embd, 3 * c.n_embd, bias=False)  # Q, K, V in one matmul
         self.proj = nn.Linear(c.n_embd, c.n_embd)  # the output projection keeps its bias
         tril = torch.tril(torch.ones(c.block_size, c.block_size, dtype=torch.bool))  # (T, T)
+        # course: a float buffer "mask" of ones, saved with the weights, compared `== 0`; here bool
+        # and not saved (the package's checkpoints carry no mask), used as ~tril: the same positions
         self.register_buffer("tril", tril.view(1, 1, c.block_size, c.block_size), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, D = x.shape
         q, k, v = self.qkv(x).split(D, dim=2)  # (B, T, D) each
         q, k, v = (t.view(B, T, self.n_head, D // self.n_head).transpose(1, 2) for t in (q, k, v))
+        # course: divides by math.sqrt(d_k); here multiplies by Dh ** -0.5: the same scale
         att = (q @ k.transpose(-2, -1)) * (D // self.n_head) ** -0.5  # (B, H, T, T): QK^T/sqrt(Dh)
         att = att.masked_fill(~self.tril[:, :, :T, :T], float("-inf"))  # no-mask exercise: delete
         att = att.softmax(dim=-1)  # (B, H, T, T): each row sums to 1 over positions <= t
         y = (att @ v).transpose(1, 2).reshape(B, T, D)  # (B, H, T, Dh) -> (B, T, D): heads merged
-        return self.proj(y)  # (B, T, D)
+        return self.proj(y)  # (B, T, D); course: self.drop(self.proj(out)) here: see Block
 
 
 # %% block
@@ -99,6 +106,8 @@ class Block(nn.Module):
         self.ln2, self.mlp = nn.LayerNorm(D), nn.Sequential(OrderedDict(mlp))  # D -> 4D -> D
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # the residual stream is never normalised
+        # course: the dropout inside the attention module, after its proj; here in the block, at
+        # the same place (the attention branch's output, before the residual sum)
         x = x + self.drop(self.attn(self.ln1(x)))  # (B, T, D)
         return x + self.mlp(self.ln2(x))  # (B, T, D)
 
@@ -167,6 +176,8 @@ def train(model: GPT, splits: dict[str, torch.Tensor], c: Config, seed: int) -> 
     g = torch.Generator().manual_seed(seed)  # the training batches
     history, shown = [], time.monotonic()
     for step in range(c.max_iters + 1):  # step = updates done so far
+        # course: the last evaluation at step MAX_ITERS - 1, before the last update; here after
+        # it, of the model that is sampled (the course's log shows 2999 updates, this one 3000)
         if step % c.eval_interval == 0 or step == c.max_iters:
             train, val = (estimate_loss(model, splits[s], c, seed) for s in ("train", "val"))
             history.append((step, train, val))
@@ -254,7 +265,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"vocabulary {len(chars)}, train {n_train:,} / val {n_val:,} characters, {a.steps} steps")
     print(f"the vocabulary: {''.join(chars)!r}")
     # %% build
-    torch.manual_seed(a.seed)  # the model's init and dropout
+    torch.manual_seed(a.seed)  # init and dropout; course: nothing is seeded, each run differs
     c = Config(vocab_size=len(chars), max_iters=a.steps)
     model = GPT(c).to(a.device)
     n_params = sum(q.numel() for q in model.parameters())
@@ -267,8 +278,10 @@ def main(argv: list[str] | None = None) -> None:
     # %% curve
     plot_losses(history, "minigpt_loss.png")
     # %% sample
-    prompt = torch.zeros((1, 1), dtype=torch.long, device=a.device)  # id 0: the newline
-    out = generate(model, prompt, 500, generator=torch.Generator(a.device).manual_seed(1))
+    # course: [[stoi['\n']]], the same id; a text without a newline starts from its first character
+    prompt = torch.tensor([[chars.index("\n") if "\n" in chars else 0]], device=a.device)  # (1, 1)
+    g = torch.Generator(a.device).manual_seed(1)  # course: the sample is unseeded
+    out = generate(model, prompt, 500, generator=g)
     sample = "".join(chars[i] for i in out[0].tolist())
     print(sample)
     # %% save

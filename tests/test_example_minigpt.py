@@ -99,6 +99,20 @@ def test_lines_are_at_most_100_characters_and_the_labs_choices_are_named() -> No
     for fact in ("none on the embeddings", "no clipping", "on every parameter", "temperature 1", "no init code"):
         assert fact in text, fact
     assert "course: a new random batch at every call, here the same one" in text  # the difference left
+    # every difference the docstring promises a "course:" comment for (issue 56 item 7)
+    course = "\n".join(line for line in text.splitlines() if "course:" in line or line.strip().startswith("#"))
+    for topic in (
+        "the last window",
+        "unseeded",
+        "input.txt",
+        "stoi[",
+        "dropout inside the attention module",
+        'float buffer "mask"',
+        "math.sqrt(d_k)",
+        "MAX_ITERS - 1",
+        "nothing is seeded",
+    ):
+        assert topic in course, topic
 
 
 def test_the_example_trains_as_tinyformer_train_gpt(ex: ModuleType) -> None:
