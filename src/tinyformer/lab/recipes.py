@@ -22,6 +22,13 @@ MATH = (  # what no key says: the same math, computed another way, in every reci
     "it starts from."
 )
 
+GPU = (  # what differs on a CUDA GPU only, where tinyformer's own device settings apply (`device.configure`)
+    "On a CUDA GPU, two more differences: tinyformer turns TF32 matmuls on for every run (`device.configure`), "
+    "which the MiniGPT lab's code does not (it multiplies in full fp32); chapter 20 trains in bf16 autocast there "
+    "(`USE_BF16`, with TF32 on as here), while `tinyformer train reverse` keeps the chapter's CPU precision, fp32 "
+    "(`--set train.precision=bf16` is the chapter's GPU run)."
+)
+
 
 def presets_of(task: str) -> dict[str, dict]:
     """{preset name: its TOML layer} for every shipped preset of `task`."""
@@ -75,4 +82,4 @@ def markdown(tasks: tuple[str, ...] = tuple(course.RECIPES)) -> str:
         parts.append(
             f"`tinyformer train {task}` is {course.WHERE[task]}'s recipe; the presets differ in:\n\n" + "\n".join(lines)
         )
-    return "\n\n".join(parts) + f"\n\n{MATH}\n"
+    return "\n\n".join(parts) + f"\n\n{MATH}\n\n{GPU}\n"
