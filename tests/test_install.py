@@ -79,6 +79,9 @@ class Hide(importlib.abc.MetaPathFinder):  # `import NAME` fails as it does wher
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
 sys.meta_path.insert(0, Hide())
+import importlib.util  # ... and asking whether NAME is there answers None, as it does then (torch._dynamo asks)
+found = importlib.util.find_spec
+importlib.util.find_spec = lambda name, package=None: None if name.split(".")[0] in HIDDEN else found(name, package)
 from tinyformer.cli import main
 
 def call(argv):
