@@ -139,7 +139,7 @@ function simdLinear(W, X, T, rows, cols) {
   xs.set(X);
   xs.fill(0, T * cols); // the tokens that pad T up to a multiple of 4
   SIMD.gemm(kept ?? wAt, xAt, yAt, T4, rows, cols);
-  return new Float64Array(new Float32Array(SIMD.mem.buffer, yAt, T * rows)); // a copy: the memory is reused
+  return new Float32Array(SIMD.mem.buffer, yAt, T * rows).slice(); // a copy: the memory is reused
 }
 
 // The same product in plain JavaScript, in tiles of 4 weight rows x 4 tokens: 16 independent sums, each weight
@@ -180,7 +180,7 @@ function linearJS(W, X, T, rows, cols) {
 
 // each row of X (T x n) normalised, then scaled and shifted
 function layerNorm(X, w, b, n, eps = 1e-5) {
-  const Y = new Float64Array(X.length);
+  const Y = new Float32Array(X.length); // the next matrix product reads it as float32
   for (let at = 0; at < X.length; at += n) {
     let mean = 0;
     for (let i = 0; i < n; i++) mean += X[at + i];
@@ -299,8 +299,8 @@ class Model {
     const { D, H, Hkv, dh } = this;
     const width = Hkv * dh, group = H / Hkv, scale = 1 / Math.sqrt(dh), qw = D + 2 * width;
     const S = start + T, S4 = Math.ceil(S / 4) * 4;
-    const Kh = new Float32Array(S * dh), VhT = new Float32Array(dh * S4), Qh = new Float64Array(T * dh);
-    const P = new Float64Array(T * S4);
+    const Kh = new Float32Array(S * dh), VhT = new Float32Array(dh * S4), Qh = new Float32Array(T * dh);
+    const P = new Float32Array(T * S4);
     for (let hh = 0; hh < H; hh++) {
       const kv = Math.floor(hh / group) * dh;
       if (hh % group === 0) { // a new key/value head: its keys (S, dh) and its values transposed (dh, S4)
@@ -345,7 +345,7 @@ class Model {
         for (let i = 0; i < D; i++) row[i] += spec.pe_scale * table[i];
       }
     }
-    const out = new Float64Array(T * D), qw = D + 2 * width;
+    const out = new Float32Array(T * D), qw = D + 2 * width;
     for (let l = 0; l < L; l++) {
       const b = `blocks.${l}.`;
       const h = layerNorm(x, w[b + "ln1.weight"], w[b + "ln1.bias"], D);

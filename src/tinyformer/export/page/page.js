@@ -72,7 +72,7 @@ async function run(prompt, o, drawing) {
   const session = new engine.Session(model, data.spec.window), random = engine.generator(o.seed ?? 1);
   const wantWeights = drawing;
   const started = performance.now();
-  let firstAt = null, sliceStart = performance.now();
+  let firstAt = null, sliceStart = performance.now(), drawnAt = 0;
   if (drawing) startOutput(ids);
   const all = [...ids];
   for (let n = 0; n < o.tokens && !state.stop; n++) {
@@ -82,7 +82,10 @@ async function run(prompt, o, drawing) {
     if (firstAt === null) firstAt = performance.now();
     if (drawing) addToken(step);
     if (performance.now() - sliceStart > 30) {
-      if (drawing && $("live").checked) selectToken(all.length - 2, false);
+      if (drawing && $("live").checked && performance.now() - drawnAt > 150) { // the grid ~7 times a second
+        selectToken(all.length - 2, false);
+        drawnAt = performance.now();
+      }
       await pause();
       sliceStart = performance.now();
     }
