@@ -168,7 +168,8 @@ def tokenizer_data(tokenizer) -> dict:
 def render(data: dict) -> str:
     """The HTML file: the page's template with its style, the model's JSON and the script inlined, and a CSP that
     allows those two inline blocks by their sha256 and nothing else."""
-    style = (PAGE / "page.css").read_text(encoding="utf-8")
+    playground = PAGE.parent.parent / "serve" / "static" / "style.css"  # a file it shares, not an import
+    style = playground.read_text(encoding="utf-8") + (PAGE / "page.css").read_text(encoding="utf-8")
     script = (PAGE / "engine.js").read_text(encoding="utf-8") + "\n" + (PAGE / "page.js").read_text(encoding="utf-8")
     body = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")  # no tag inside
 
