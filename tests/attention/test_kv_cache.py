@@ -4,6 +4,7 @@ import torch
 from tinyformer.attention.kv_cache import KVCache
 from tinyformer.attention.multihead import MultiHeadAttention
 from tinyformer.attention.positions import Rotary
+from tinyformer.attention.spec import BlockSpec
 
 
 def test_update_returns_everything_written_so_far():
@@ -33,7 +34,7 @@ def test_bad_shapes_and_positions_name_what_is_wrong():
 @pytest.mark.parametrize("backend", ["sdpa", "manual"])
 def test_attention_one_token_at_a_time_equals_the_full_causal_pass(backend, rope):
     torch.manual_seed(0)
-    attn = MultiHeadAttention(16, 4, backend=backend).eval()
+    attn = MultiHeadAttention(BlockSpec(16, 4, backend=backend)).eval()
     x = torch.randn(2, 9, 16)
     full, _ = attn(x, causal=True, rope=rope)
     cache = KVCache(2, 4, 9, 4)

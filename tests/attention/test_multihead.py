@@ -3,6 +3,7 @@ import torch
 
 from tinyformer.attention import masks
 from tinyformer.attention.multihead import MultiHeadAttention, attend
+from tinyformer.attention.spec import BlockSpec
 
 B, H, T, S, Dh = 2, 4, 7, 9, 8
 
@@ -47,7 +48,7 @@ def test_weights_are_distributions_that_ignore_masked_keys():
 
 def test_asking_for_weights_uses_the_manual_path_even_with_sdpa_backend():
     torch.manual_seed(0)
-    mha = MultiHeadAttention(32, 4, backend="sdpa").eval()
+    mha = MultiHeadAttention(BlockSpec(32, 4, backend="sdpa")).eval()
     x = torch.randn(2, 5, 32)
     out_fast, none = mha(x, causal=True)
     out_slow, w = mha(x, causal=True, need_weights=True)
@@ -58,7 +59,7 @@ def test_asking_for_weights_uses_the_manual_path_even_with_sdpa_backend():
 def test_cross_attention_padding_in_context_changes_nothing():
     """Appending padded keys to the context must leave the output unchanged."""
     torch.manual_seed(0)
-    mha = MultiHeadAttention(32, 4, cross=True).eval()
+    mha = MultiHeadAttention(BlockSpec(32, 4), cross=True).eval()
     x, ctx = torch.randn(1, 4, 32), torch.randn(1, 6, 32)
     ref, _ = mha(x, ctx)
     padded = torch.cat([ctx, torch.randn(1, 3, 32)], dim=1)
@@ -71,4 +72,4 @@ def test_cross_attention_padding_in_context_changes_nothing():
 
 def test_width_must_divide_into_heads():
     with pytest.raises(ValueError, match="d_model=30 is not divisible by n_head=4"):
-        MultiHeadAttention(30, 4)
+        MultiHeadAttention(BlockSpec(30, 4))

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from tinyformer.attention.spec import BlockSpec
 from tinyformer.config import build
 from tinyformer.errors import UserError
 from tinyformer.layers.feedforward import make_feedforward
@@ -271,7 +272,7 @@ def test_default_init_keeps_pytorchs_kaiming_uniform_for_every_linear():
 
 def test_relu_feed_forward_is_the_papers_max_zero_mlp():
     torch.manual_seed(0)
-    ffn = make_feedforward("relu", 8, 16)
+    ffn = make_feedforward(BlockSpec(8, 2, d_ff=16, ffn="relu"))
     x = torch.randn(2, 5, 8)
     hidden = (x @ ffn.fc.weight.T + ffn.fc.bias).clamp(min=0)  # (2, 5, 16): max(0, x W1 + b1)
     torch.testing.assert_close(ffn(x), hidden @ ffn.proj.weight.T + ffn.proj.bias)

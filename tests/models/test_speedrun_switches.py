@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from tests.generate.test_sampling import trace  # the very steps `generate` takes, with or without the cache
 from tests.models.test_gpt_variants import gpt, tokens  # a small MiniGPT (eval mode) and its token batches
 from tinyformer.attention.multihead import MultiHeadAttention
+from tinyformer.attention.spec import BlockSpec
 from tinyformer.errors import UserError
 from tinyformer.layers.feedforward import FeedForward
 from tinyformer.models.gpt import GPTConfig, param_count
@@ -30,7 +31,7 @@ def scaled_qk(attn: MultiHeadAttention, factor: float) -> None:
 @pytest.mark.parametrize("qk_norm", [True, False])
 def test_qk_norm_makes_attention_blind_to_the_scale_of_queries_and_keys(qk_norm):
     torch.manual_seed(0)
-    attn = MultiHeadAttention(32, 4, qk_norm=qk_norm).eval()
+    attn = MultiHeadAttention(BlockSpec(32, 4, qk_norm=qk_norm)).eval()
     x = torch.randn(2, 12, 32)
     y0, w0 = attn(x, causal=True, need_weights=True)
     scaled_qk(attn, 30.0)

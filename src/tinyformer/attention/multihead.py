@@ -53,6 +53,7 @@ from tinyformer.attention.dropout import dropout
 from tinyformer.attention.kv_cache import KVCache
 from tinyformer.attention.linear import LinearState, linear_attend
 from tinyformer.attention.positions import Rotary
+from tinyformer.attention.spec import BlockSpec
 from tinyformer.errors import UserError
 
 BACKENDS = ("auto", "sdpa", "manual")  # model.backend
@@ -143,40 +144,28 @@ def using_backend(model: nn.Module, backend: str | None) -> Iterator[None]:
 
 
 class MultiHeadAttention(nn.Module):
-    """Self-attention (one fused QKV projection) or cross-attention (Q from x, KV from context)."""
+    """Self-attention (one fused QKV projection) or cross-attention (Q from x, KV from context), as `spec`
+    (`tinyformer.attention.spec.BlockSpec`) describes: width, heads, KV heads, biases, dropout, backend, kind."""
 
-    def __init__(
-        self,
-        d_model: int,
-        n_head: int,
-        *,
-        cross: bool = False,
-        qkv_bias: bool = True,
-        out_bias: bool = True,
-        dropout: float = 0.0,
-        backend: str = "sdpa",
-        n_kv_head: int | None = None,
-        kind: str = "softmax",
-        qk_norm: bool = False,
-    ) -> None:
+    def __init__(self, spec: BlockSpec, *, cross: bool = False) -> None:
         super().__init__()
-        n_kv_head = n_kv_head or n_head
+        d_model, n_head, n_kv_head, kind = spec.n_embd, spec.n_head, spec.kv_heads, spec.attention
         if d_model % n_head:
             raise ValueError(f"d_model={d_model} is not divisible by n_head={n_head}")
         if n_head % n_kv_head:
             raise ValueError(f"n_head={n_head} is not divisible by n_kv_head={n_kv_head}")
-        if backend not in BACKENDS or kind not in KINDS:
-            raise ValueError(f"backend={backend!r} / kind={kind!r} is not one of {BACKENDS} / {KINDS}")
+        if spec.backend not in BACKENDS or kind not in KINDS:
+            raise ValueError(f"backend={spec.backend!r} / kind={kind!r} is not one of {BACKENDS} / {KINDS}")
         if cross and (n_kv_head != n_head or kind != "softmax"):
             raise ValueError("cross-attention is softmax multi-head attention only")
-        self.n_head, self.n_kv_head, self.dropout, self.backend, self.cross = n_head, n_kv_head, dropout, backend, cross
-        self.kind, self.head_dim, self.qk_norm = kind, d_model // n_head, qk_norm
+        self.n_head, self.n_kv_head, self.dropout, self.backend = n_head, n_kv_head, spec.attn_dropout, spec.backend
+        self.cross, self.kind, self.head_dim, self.qk_norm = cross, kind, spec.head_dim, spec.qk_norm
         if cross:
-            self.q = nn.Linear(d_model, d_model, bias=qkv_bias)
-            self.kv = nn.Linear(d_model, 2 * d_model, bias=qkv_bias)
+            self.q = nn.Linear(d_model, d_model, bias=spec.qkv_bias)
+            self.kv = nn.Linear(d_model, 2 * d_model, bias=spec.qkv_bias)
         else:  # queries D wide, keys and values n_kv_head * Dh wide each (D when n_kv_head = n_head)
-            self.qkv = nn.Linear(d_model, d_model + 2 * n_kv_head * self.head_dim, bias=qkv_bias)
-        self.proj = nn.Linear(d_model, d_model, bias=out_bias)
+            self.qkv = nn.Linear(d_model, d_model + 2 * n_kv_head * self.head_dim, bias=spec.qkv_bias)
+        self.proj = nn.Linear(d_model, d_model, bias=spec.bias)
 
     def heads(self, x: torch.Tensor) -> torch.Tensor:
         B, L, W = x.shape

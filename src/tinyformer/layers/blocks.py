@@ -13,9 +13,10 @@ the residual and the sub-layer is normalised, so the stream itself is:
     x = LayerNorm(x + FeedForward(x))
 
 `TransformerBlock` does either (`norm_first`), with the same parts under the same
-names (ln1, attn, drop, ln2, mlp); only the order differs. `n_kv_head` and `attention`
-("softmax" | "linear") pick the attention variant (see `tinyformer.attention.multihead`). `ffn="swiglu"` swaps the
-GELU feed-forward for SwiGLU (see `tinyformer.layers.feedforward`).
+names (ln1, attn, drop, ln2, mlp); only the order differs. Every block takes one `BlockSpec`
+(`tinyformer.attention.spec`): `n_kv_head` and `attention` ("softmax" | "linear") pick the attention variant
+(see `tinyformer.attention.multihead`), `ffn="swiglu"` swaps the GELU feed-forward for SwiGLU (see
+`tinyformer.layers.feedforward`), `norm="rmsnorm"` the LayerNorms for RMSNorm (the Llama family's).
 
 `DecoderBlock` is the encoder-decoder's decoder layer (Vaswani et al., 2017):
 masked self-attention, cross-attention over the encoder memory, feed-forward,
@@ -32,49 +33,36 @@ from tinyformer.attention.kv_cache import KVCache
 from tinyformer.attention.linear import LinearState
 from tinyformer.attention.multihead import MultiHeadAttention
 from tinyformer.attention.positions import Rotary
+from tinyformer.attention.spec import NORMS, BlockSpec
 from tinyformer.layers.feedforward import make_feedforward
 
 
-class TransformerBlock(nn.Module):
-    """Self-attention + feed-forward; `norm_first` picks Pre- (default) or Post-LayerNorm.
+def make_norm(spec: BlockSpec) -> nn.Module:
+    """The norm `spec.norm` names, `spec.norm_eps` its epsilon: LayerNorm (with a bias unless `spec.bias` is
+    False) or RMSNorm (x / sqrt(mean(x^2) + eps), times a gain; no mean subtracted, no bias)."""
+    if spec.norm == "rmsnorm":
+        return nn.RMSNorm(spec.n_embd, eps=spec.norm_eps)
+    if spec.norm == "layernorm":
+        return nn.LayerNorm(spec.n_embd, eps=spec.norm_eps, bias=spec.bias)
+    raise ValueError(f"norm {spec.norm!r} is not one of {NORMS}")
 
-    `causal=True` in forward makes it a decoder-only (GPT) block; BERT uses
-    `norm_first=False` with `layer_norm_eps=1e-12`.
+
+class TransformerBlock(nn.Module):
+    """Self-attention + feed-forward as `spec` describes (`tinyformer.attention.spec.BlockSpec`): Pre- or
+    Post-LayerNorm (`norm_first`), LayerNorm or RMSNorm (`norm`), the attention variant and the feed-forward.
+
+    `causal=True` in forward makes it a decoder-only (GPT) block; BERT's spec has `norm_first=False` and
+    `norm_eps=1e-12`.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        n_head: int,
-        d_ff: int,
-        *,
-        dropout: float = 0.0,
-        attn_dropout: float = 0.0,
-        qkv_bias: bool = True,
-        backend: str = "sdpa",
-        norm_first: bool = True,
-        layer_norm_eps: float = 1e-5,
-        ffn: str = "gelu",
-        n_kv_head: int | None = None,
-        attention: str = "softmax",
-        qk_norm: bool = False,
-    ) -> None:
+    def __init__(self, spec: BlockSpec) -> None:
         super().__init__()
-        self.norm_first = norm_first
-        self.ln1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.attn = MultiHeadAttention(
-            d_model,
-            n_head,
-            qkv_bias=qkv_bias,
-            dropout=attn_dropout,
-            backend=backend,
-            n_kv_head=n_kv_head,
-            kind=attention,
-            qk_norm=qk_norm,
-        )
-        self.drop = Dropout(dropout)
-        self.ln2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.mlp = make_feedforward(ffn, d_model, d_ff, dropout)
+        self.norm_first = spec.norm_first
+        self.ln1 = make_norm(spec)
+        self.attn = MultiHeadAttention(spec)
+        self.drop = Dropout(spec.dropout)
+        self.ln2 = make_norm(spec)
+        self.mlp = make_feedforward(spec)
 
     def forward(
         self,
@@ -113,30 +101,16 @@ class DecoderBlock(nn.Module):
     positions [start, start + T)) and `cross_kv` is the cross-attention's projection of `memory`, made once.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        n_head: int,
-        d_ff: int,
-        *,
-        dropout: float = 0.0,
-        attn_dropout: float = 0.0,
-        qkv_bias: bool = True,
-        backend: str = "sdpa",
-        norm_first: bool = True,
-        ffn: str = "gelu",
-    ) -> None:
+    def __init__(self, spec: BlockSpec) -> None:
         super().__init__()
-        self.norm_first = norm_first
-        self.ln1 = nn.LayerNorm(d_model)
-        self.self_attn = MultiHeadAttention(d_model, n_head, qkv_bias=qkv_bias, dropout=attn_dropout, backend=backend)
-        self.ln2 = nn.LayerNorm(d_model)
-        self.cross_attn = MultiHeadAttention(
-            d_model, n_head, cross=True, qkv_bias=qkv_bias, dropout=attn_dropout, backend=backend
-        )
-        self.ln3 = nn.LayerNorm(d_model)
-        self.mlp = make_feedforward(ffn, d_model, d_ff, dropout)
-        self.drop = Dropout(dropout)
+        self.norm_first = spec.norm_first
+        self.ln1 = make_norm(spec)
+        self.self_attn = MultiHeadAttention(spec)
+        self.ln2 = make_norm(spec)
+        self.cross_attn = MultiHeadAttention(spec, cross=True)
+        self.ln3 = make_norm(spec)
+        self.mlp = make_feedforward(spec)
+        self.drop = Dropout(spec.dropout)
 
     def forward(
         self,

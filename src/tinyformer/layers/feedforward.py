@@ -8,7 +8,8 @@
 - `SwiGLU`: W2(SiLU(W1 x) * W3 x) -> Dropout (Shazeer, 2020, "GLU Variants Improve Transformer"), without
   biases as in the paper. It has three weight matrices, so at equal `d_ff` it holds 1.5x the parameters.
 
-`make_feedforward(kind, ...)` picks one by its config name ("gelu" | "gelu_tanh" | "relu" | "swiglu").
+`make_feedforward(spec)` picks one by the spec's `ffn` ("gelu" | "gelu_tanh" | "relu" | "relu2" | "swiglu"); a
+spec with `bias=False` (the Llama family) gives the two-layer MLP no biases either.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinyformer.attention.dropout import Dropout
+from tinyformer.attention.spec import BlockSpec
 
 FFN_KINDS = ("gelu", "gelu_tanh", "relu", "relu2", "swiglu")
 ACTIVATIONS = {  # FeedForward's `act`: a name -> its module
@@ -38,11 +40,11 @@ class ReLUSquared(nn.Module):
 class FeedForward(nn.Module):
     """Dropout(proj(act(fc(x)))), `act` one of ACTIVATIONS: "gelu" (exact), "gelu_tanh", "relu" or "relu2"."""
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, act: str = "gelu") -> None:
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, act: str = "gelu", bias: bool = True) -> None:
         super().__init__()
-        self.fc = nn.Linear(d_model, d_ff)
+        self.fc = nn.Linear(d_model, d_ff, bias=bias)
         self.act = ACTIVATIONS[act]()
-        self.proj = nn.Linear(d_ff, d_model)
+        self.proj = nn.Linear(d_ff, d_model, bias=bias)
         self.drop = Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -64,11 +66,11 @@ class SwiGLU(nn.Module):
         return self.drop(self.proj(h))  # (B, T, D)
 
 
-def make_feedforward(kind: str, d_model: int, d_ff: int, dropout: float = 0.0) -> nn.Module:
-    """The feed-forward named `kind` ("gelu" / "gelu_tanh" / "relu" / "relu2" -> FeedForward, "swiglu" -> SwiGLU);
-    ValueError naming it otherwise."""
-    if kind in ACTIVATIONS:
-        return FeedForward(d_model, d_ff, dropout, act=kind)
-    if kind == "swiglu":
-        return SwiGLU(d_model, d_ff, dropout)
-    raise ValueError(f"feed-forward kind {kind!r} is not one of {FFN_KINDS}")
+def make_feedforward(spec: BlockSpec) -> nn.Module:
+    """The feed-forward `spec.ffn` names ("gelu" / "gelu_tanh" / "relu" / "relu2" -> FeedForward, "swiglu" ->
+    SwiGLU), `spec.width` wide; ValueError naming it otherwise."""
+    if spec.ffn in ACTIVATIONS:
+        return FeedForward(spec.n_embd, spec.width, spec.dropout, act=spec.ffn, bias=spec.bias)
+    if spec.ffn == "swiglu":
+        return SwiGLU(spec.n_embd, spec.width, spec.dropout)
+    raise ValueError(f"feed-forward kind {spec.ffn!r} is not one of {FFN_KINDS}")

@@ -29,6 +29,7 @@ from torch import nn
 from tinyformer.attention import masks
 from tinyformer.attention.dropout import Dropout
 from tinyformer.attention.multihead import BACKENDS, KINDS
+from tinyformer.attention.spec import BlockSpec
 from tinyformer.config import check_fields
 from tinyformer.data.tokenizers import IGNORE
 from tinyformer.errors import UserError
@@ -55,6 +56,11 @@ class BertConfig:
     backend: str = "auto"  # attention backend: "auto" (the faster here, measured per run), "sdpa" or "manual"
     positions: str = "learned"  # "learned" (BERT's table) or "rope" (rotary, RoFormer)
     attention: str = "softmax"  # "softmax" or "linear" (elu+1 feature map; no weights, attn_dropout unused)
+    norm_first = False  # BERT is Post-LayerNorm (a constant of the family, not a field: what BlockSpec reads)
+
+    @property
+    def norm_eps(self) -> float:  # BlockSpec's name for it
+        return self.layer_norm_eps
 
     def __post_init__(self) -> None:
         if self.vocab_size < 0:
@@ -95,20 +101,7 @@ class BertEncoder(nn.Module):
         self.seg_emb = nn.Embedding(c.type_vocab_size, c.n_embd)
         self.ln_emb = nn.LayerNorm(c.n_embd, eps=c.layer_norm_eps)
         self.drop = Dropout(c.dropout)
-        self.blocks = nn.ModuleList(
-            TransformerBlock(
-                c.n_embd,
-                c.n_head,
-                c.d_ff,
-                dropout=c.dropout,
-                attn_dropout=c.attn_dropout,
-                backend=c.backend,
-                norm_first=False,  # BERT is Post-LayerNorm
-                layer_norm_eps=c.layer_norm_eps,
-                attention=c.attention,
-            )
-            for _ in range(c.n_layer)
-        )
+        self.blocks = nn.ModuleList(TransformerBlock(BlockSpec.of(c)) for _ in range(c.n_layer))
         self.apply(normal_init)  # GPT-2 / BERT: N(0, 0.02) weights, zero biases
 
     def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:

@@ -28,6 +28,7 @@ from torch import nn
 
 from tinyformer.attention.dropout import Dropout
 from tinyformer.attention.multihead import BACKENDS, KINDS
+from tinyformer.attention.spec import picked
 from tinyformer.config import check_fields
 from tinyformer.errors import UserError
 from tinyformer.hub import hf_config
@@ -89,21 +90,7 @@ class ClassifierConfig:
 
     def bert(self) -> BertConfig:
         """The encoder's config when `encoder` is "transformer" (also what a masked-LM run must match)."""
-        return BertConfig(
-            vocab_size=self.vocab_size,
-            block_size=self.block_size,
-            n_layer=self.n_layer,
-            n_head=self.n_head,
-            n_embd=self.n_embd,
-            d_ff=self.d_ff,
-            dropout=self.dropout,
-            attn_dropout=self.dropout,
-            backend=self.backend,
-            positions=self.positions,
-            attention=self.attention,
-            layer_norm_eps=self.layer_norm_eps,
-            type_vocab_size=self.type_vocab_size,
-        )
+        return BertConfig(**picked(BertConfig, self), attn_dropout=self.dropout)  # each field of the same name
 
 
 class TextClassifier(nn.Module):

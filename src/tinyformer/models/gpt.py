@@ -36,9 +36,10 @@ from tinyformer.attention.kv_cache import KVCache
 from tinyformer.attention.linear import LinearState
 from tinyformer.attention.multihead import BACKENDS, KINDS
 from tinyformer.attention.positions import POSITIONS, sinusoidal_table
+from tinyformer.attention.spec import NORMS, BlockSpec
 from tinyformer.config import check_fields
 from tinyformer.errors import UserError
-from tinyformer.layers.blocks import TransformerBlock
+from tinyformer.layers.blocks import TransformerBlock, make_norm
 from tinyformer.layers.embeddings import add_token_and_position_tables, tokens_and_learned_positions
 from tinyformer.layers.feedforward import FFN_KINDS
 from tinyformer.layers.init import normal_init
@@ -71,6 +72,9 @@ class GPTConfig:
     qk_norm: bool = False  # RMS-normalise each head's queries and keys (no gain): attention scores stay bounded
     zero_init: bool = False  # each block's attention and MLP output projections start at 0: a fresh block is x -> x
     logit_softcap: float = 0.0  # > 0: logits = cap * tanh(logits / cap), never beyond +-cap; 0 = off
+    norm: str = "layernorm"  # "layernorm" (GPT-2's) or "rmsnorm" (Llama's: a gain, no mean, no bias)
+    bias: bool = True  # biases on the attention's output, the MLP and the LayerNorms; False: none (Llama)
+    norm_eps: float = 1e-5  # every norm's epsilon (nn.LayerNorm's default; Llama checkpoints say theirs)
 
     def __post_init__(self) -> None:
         if self.vocab_size < 0:
@@ -80,7 +84,7 @@ class GPTConfig:
         check_fields(
             self,
             "model",
-            positive=("block_size", "n_layer", "n_head", "n_embd", "mlp_ratio", "rope_base"),
+            positive=("block_size", "n_layer", "n_head", "n_embd", "mlp_ratio", "rope_base", "norm_eps"),
             fractions=("dropout", "attn_dropout"),
             choices={
                 "backend": BACKENDS,
@@ -88,12 +92,13 @@ class GPTConfig:
                 "ffn": FFN_KINDS,
                 "attention": KINDS,
                 "init": INITS,
+                "norm": NORMS,
             },
             divisible=("n_embd", "n_head"),
         )
         if self.n_kv_head < 0 or self.n_head % self.kv_heads:
             raise UserError(f"model.n_kv_head={self.n_kv_head} must divide model.n_head={self.n_head} (0 = n_head)")
-        if not float(self.mlp_ratio * self.n_embd).is_integer():
+        if abs(self.mlp_ratio * self.n_embd - self.d_ff) > 1e-6:
             raise UserError(f"model.mlp_ratio={self.mlp_ratio} x n_embd={self.n_embd} must be a whole width")
         if self.attention == "linear" and (self.positions == "rope" or self.kv_heads != self.n_head):
             raise UserError(
@@ -114,7 +119,7 @@ class GPTConfig:
     @property
     def d_ff(self) -> int:
         """Feed-forward width, mlp_ratio * n_embd."""
-        return int(self.mlp_ratio * self.n_embd)
+        return round(self.mlp_ratio * self.n_embd)
 
 
 INITS = ("gpt2", "default")  # model.init
@@ -133,23 +138,9 @@ class MiniGPT(nn.Module):
             self, c.vocab_size, c.n_embd, c.block_size, c.positions, c.n_embd // c.n_head, c.rope_base
         )
         self.drop = Dropout(c.dropout if c.embedding_dropout else 0.0)
-        self.blocks = nn.ModuleList(
-            TransformerBlock(
-                c.n_embd,
-                c.n_head,
-                c.d_ff,
-                dropout=c.dropout,
-                attn_dropout=c.attn_dropout,
-                qkv_bias=c.qkv_bias,
-                backend=c.backend,
-                ffn=c.ffn,
-                n_kv_head=c.kv_heads,
-                attention=c.attention,
-                qk_norm=c.qk_norm,
-            )
-            for _ in range(c.n_layer)
-        )
-        self.ln_f = nn.LayerNorm(c.n_embd)
+        spec = BlockSpec.of(c)
+        self.blocks = nn.ModuleList(TransformerBlock(spec) for _ in range(c.n_layer))
+        self.ln_f = make_norm(spec)
         self.head = nn.Linear(c.n_embd, c.vocab_size, bias=False)
         if c.init == "gpt2":
             self.apply(normal_init)  # GPT-2 / BERT: N(0, 0.02) weights, zero biases
@@ -263,19 +254,23 @@ def param_breakdown(c: GPTConfig) -> list[tuple[str, str, int, int]]:
     (a test checks it against `sum(p.numel())`).
     """
     V, T, D, F_ = c.vocab_size, c.block_size, c.n_embd, c.d_ff
-    learned = c.positions == "learned"
+    learned, b = c.positions == "learned", int(c.bias)
     Dkv = c.kv_heads * (D // c.n_head)  # key/value width: D unless grouped- or multi-query
-    qkv = (D + 2 * Dkv) * D + D * D + D + ((D + 2 * Dkv) if c.qkv_bias else 0)
+    qkv = (D + 2 * Dkv) * D + D * D + b * D + ((D + 2 * Dkv) if c.qkv_bias else 0)
     qkv_text = ("3D² " if Dkv == D else "D·(D+2·Dkv) ") + (("+3D " if Dkv == D else "+D+2·Dkv ") if c.qkv_bias else "")
-    mlp = ("3·D·F (no biases)", 3 * D * F_) if c.ffn == "swiglu" else ("2·D·F + F + D", 2 * D * F_ + F_ + D)
+    mlp = ("3·D·F (no biases)", 3 * D * F_) if c.ffn == "swiglu" else ("2·D·F + F + D", 2 * D * F_ + b * (F_ + D))
+    if c.ffn != "swiglu" and not c.bias:
+        mlp = ("2·D·F (no biases)", mlp[1])
+    norm = ("D", D) if c.norm == "rmsnorm" or not c.bias else ("2D", 2 * D)  # a gain, and a bias if it has one
+    kind = "RMS norms" if c.norm == "rmsnorm" else "layer norms"
     head = ("head (tied: the token embedding)", "0", 0) if c.tie_weights else ("head (untied, no bias)", "D·V", D * V)
     return [
         ("token embedding", "V·D", V * D, 1),
         ("position embedding", "T·D" if c.positions == "learned" else f"none ({c.positions})", learned * T * D, 1),
-        ("block attention", f"{qkv_text}+ D² + D", qkv, c.n_layer),
+        ("block attention", f"{qkv_text}+ D²" + (" + D" if c.bias else ""), qkv, c.n_layer),
         ("block MLP", *mlp, c.n_layer),
-        ("block layer norms", "2·2D", 4 * D, c.n_layer),
-        ("final layer norm", "2D", 2 * D, 1),
+        (f"block {kind}", f"2·{norm[0]}", 2 * norm[1], c.n_layer),
+        (f"final {kind[:-1]}", norm[0], norm[1], 1),
         (*head, 1),
     ]
 

@@ -40,9 +40,10 @@ from tinyformer.attention.dropout import Dropout
 from tinyformer.attention.kv_cache import KVCache
 from tinyformer.attention.multihead import BACKENDS
 from tinyformer.attention.positions import sinusoidal_table
+from tinyformer.attention.spec import BlockSpec
 from tinyformer.config import check_fields
 from tinyformer.errors import UserError
-from tinyformer.layers.blocks import DecoderBlock, TransformerBlock
+from tinyformer.layers.blocks import DecoderBlock, TransformerBlock, make_norm
 from tinyformer.layers.feedforward import FFN_KINDS
 from tinyformer.models.outputs import AttentionPart, EncodedSource, Seq2SeqOutput
 from tinyformer.models.seq2seq_parts import EMBEDDING_INITS, INITS, DecoderCache, init_weights
@@ -295,18 +296,17 @@ class Seq2SeqTransformer(nn.Module):
 
 def build_seq2seq(config: Seq2SeqConfig) -> Seq2SeqTransformer:
     """Assemble embedder, encoder, decoder and output projection from `config`, then initialise them."""
-    c = config
-    kw = dict(dropout=c.dropout, attn_dropout=c.attn_dropout, backend=c.backend, ffn=c.ffn, norm_first=c.norm_first)
+    c, spec = config, BlockSpec.of(config)
 
     def final_norm() -> nn.Module:  # post-norm blocks already end in a LayerNorm
-        return nn.LayerNorm(c.n_embd) if c.norm_first else nn.Identity()
+        return make_norm(spec) if c.norm_first else nn.Identity()
 
     embed = Embedder(c)
-    blocks = [TransformerBlock(c.n_embd, c.n_head, c.d_ff, **kw) for _ in range(c.n_encoder_layers)]
+    blocks = [TransformerBlock(spec) for _ in range(c.n_encoder_layers)]
     encoder = Encoder(blocks, final_norm())
     tgt_embed = None if c.share_embeddings else Embedder(c)
     decoder = Decoder(
-        [DecoderBlock(c.n_embd, c.n_head, c.d_ff, **kw) for _ in range(c.n_decoder_layers)],
+        [DecoderBlock(spec) for _ in range(c.n_decoder_layers)],
         final_norm(),
     )
     head = nn.Linear(c.n_embd, c.vocab_size)

@@ -27,6 +27,7 @@ from torch import nn
 
 from tinyformer.attention.dropout import Dropout
 from tinyformer.attention.multihead import BACKENDS, KINDS
+from tinyformer.attention.spec import picked
 from tinyformer.config import check_fields
 from tinyformer.data.tokenizers import IGNORE
 from tinyformer.errors import UserError
@@ -67,10 +68,7 @@ class EncoderHeadConfig:
         self.bert()  # the encoder's own checks (linear attention takes no rotary positions)
 
     def bert(self) -> BertConfig:
-        keys = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "d_ff", "dropout", "backend", "positions")
-        keys += ("attention",)
-        same = {k: getattr(self, k) for k in (*keys, "layer_norm_eps", "type_vocab_size")}
-        return BertConfig(**same, attn_dropout=self.dropout)
+        return BertConfig(**picked(BertConfig, self), attn_dropout=self.dropout)  # each field of the same name
 
 
 class _EncoderHead(nn.Module):
