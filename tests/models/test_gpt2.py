@@ -146,7 +146,7 @@ def test_bad_sources_are_one_line_and_write_nothing(gpt2_folder, trained, text_f
     (empty / "tokenizer.json").write_text((gpt2_folder / "tokenizer.json").read_text())
     for source, message in (
         (trained, "is a tinyformer run; continue it with --resume"),
-        (bert, "model_type='bert' in config.json is not GPT-2"),
+        (bert, "model_type='bert' in config.json: MiniGPT loads gpt2, llama, qwen2"),
         (empty, "holds no model.safetensors"),
         ("surely-not-a-model-xyz/none", "the hub is unreachable"),
     ):

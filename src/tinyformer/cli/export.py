@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from tinyformer.cli.common import add_run_args, load
@@ -44,8 +45,9 @@ def export_hf(a: argparse.Namespace) -> int:
     run = load(a)
     out = export_hf(run.model, a.out, run.tokenizer, force=a.force)
     print(f"wrote {out}/config.json, {out}/model.safetensors and {out}/tokenizer.json")
+    arch = json.loads((out / "config.json").read_text())["architectures"][0]  # GPT2LMHeadModel, LlamaForCausalLM, ...
     print(
-        f"load it with transformers.GPT2LMHeadModel.from_pretrained({str(out)!r}) and "
+        f"load it with transformers.{arch}.from_pretrained({str(out)!r}) and "
         f"AutoTokenizer.from_pretrained({str(out)!r}); --set model.init_from={out} starts a new run from it"
     )
     return 0

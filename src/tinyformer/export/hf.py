@@ -1,11 +1,13 @@
-"""Export a MiniGPT run to the Hugging Face GPT-2 format, so the ecosystem can load it.
+"""Export a MiniGPT run to the Hugging Face format, so the ecosystem can load it: GPT-2, or Llama / Qwen2.
 
 MiniGPT with learned positions *is* GPT-2's architecture (Radford et al., 2019); `tinyformer.models.gpt2`
-holds the name table and the differences (Conv1D weights, QKV bias, tied head, which GELU). A run imported
-from GPT-2 (`model.init_from=gpt2`) exports back to the same tensors.
+holds the name table and the differences (Conv1D weights, QKV bias, tied head, which GELU). A Llama-style run
+(the `gpt_llama` preset: RMSNorm, SwiGLU, rotary positions) is written as a `LlamaForCausalLM`, or a
+`Qwen2ForCausalLM` with a q/k/v bias (`tinyformer.models.llama`). A run imported from either
+(`model.init_from=gpt2`, or a Llama folder) exports back to the same tensors.
 
     tinyformer export hf runs/<run> out/
-    transformers.GPT2LMHeadModel.from_pretrained("out/")
+    transformers.AutoModelForCausalLM.from_pretrained("out/")
 
 The folder gets `config.json` and `model.safetensors` (what `from_pretrained` reads) and the run's
 tokenizer as `tokenizer.json` with a `tokenizer_config.json`, what `AutoTokenizer.from_pretrained` reads: a
@@ -23,7 +25,7 @@ from tinyformer.data.bpe import BPETokenizer
 from tinyformer.errors import UserError
 from tinyformer.files import atomic_write, make_dir, output_path, write_text
 from tinyformer.models.gpt import MiniGPT
-from tinyformer.models.gpt2 import check_exportable, gpt2_config, gpt2_state_dict
+from tinyformer.models import hf_lm
 from tinyformer.train import checkpoint as ckpt
 
 
@@ -34,13 +36,13 @@ def export_hf(model: MiniGPT, out: str | Path, tokenizer=None, force: bool = Fal
     """
     from safetensors.torch import save_file
 
-    check_exportable(model)
+    eos = tokenizer.token_id("<|endoftext|>") if isinstance(tokenizer, BPETokenizer) else None
+    config, tensors = hf_lm.export_hf(model, eos)  # refused here, before anything is written
     out = check_target(Path(out), force)
     make_dir(out)
-    eos = tokenizer.token_id("<|endoftext|>") if isinstance(tokenizer, BPETokenizer) else None
-    write_text(out / "config.json", json.dumps(gpt2_config(model, eos), indent=2) + "\n")
+    write_text(out / "config.json", json.dumps(config, indent=2) + "\n")
     meta = {"format": "pt"}
-    atomic_write(out / "model.safetensors", lambda t: save_file(gpt2_state_dict(model), str(t), metadata=meta))
+    atomic_write(out / "model.safetensors", lambda t: save_file(tensors, str(t), metadata=meta))
     if tokenizer is not None:
         hf = tokenizer.hf if isinstance(tokenizer, BPETokenizer) else tokenizer.to_hf()
         atomic_write(out / "tokenizer.json", lambda t: hf.save(str(t)))

@@ -29,7 +29,7 @@ from tinyformer.data.tokenizers import CharTokenizer
 from tinyformer.device import check_memory, inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.models.gpt import GPTConfig, MiniGPT, param_breakdown
-from tinyformer.models.gpt2 import config_from_gpt2, import_gpt2
+from tinyformer.models.hf_lm import config_from_hf, family, import_hf
 from tinyformer.tasks.base import Task, fit_model
 from tinyformer.tasks.cards import CARDS
 from tinyformer.train import checkpoint as ckpt
@@ -81,12 +81,13 @@ class GPTTask(Task):
         return self.config.model.init_from
 
     def init_model(self, model: MiniGPT, source) -> None:
-        """Copy GPT-2's weights from `source`, the Hugging Face folder `model.init_from` resolved to."""
+        """Copy the weights of `source`, the Hugging Face folder (GPT-2, Llama or Qwen2) `model.init_from`
+        resolved to."""
         from tinyformer.hub import hf_weights
 
-        import_gpt2(model, hf_weights(source))  # `prepare` refused a tinyformer run folder
-        c = self.config.model
-        print(f"started from GPT-2 {self.init_from()!r}: {c.n_layer} layers, {c.n_head} heads, {c.n_embd} wide")
+        import_hf(model, hf_weights(source))  # `prepare` refused a tinyformer run folder
+        c, kind = self.config.model, family(model)
+        print(f"started from {kind} {self.init_from()!r}: {c.n_layer} layers, {c.n_head} heads, {c.n_embd} wide")
 
     batches_drawn: int | None = None  # micro-batches the Trainer has drawn (`seek`); None: full windows
 
@@ -221,7 +222,7 @@ def from_pretrained(config: RunConfig) -> tuple[RunConfig, CharTokenizer | BPETo
     folder = pretrained_folder(config.model.init_from)
     if ckpt.is_run(folder):
         raise UserError(f"model.init_from={config.model.init_from!r} is a tinyformer run; continue it with --resume")
-    fields = config_from_gpt2(hf_config(folder))
+    fields = config_from_hf(hf_config(folder))
     tokenizer = folder_tokenizer(folder)  # GPT-2's BPE, or the characters of an exported tinyformer run
     if tokenizer.vocab_size != fields["vocab_size"]:
         raise UserError(

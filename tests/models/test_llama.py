@@ -1,0 +1,193 @@
+"""Llama and Qwen2 into MiniGPT and back: the logits of transformers (fp32, at most 1e-4 apart), the same 50
+greedy tokens as its `generate`, an export that gives back the same tensors, and a Llama-style run that goes
+through every command (train, sample, eval, info, viz, export hf, init_from) with no special case.
+
+The checkpoints are small random `LlamaForCausalLM` and `Qwen2ForCausalLM` built here, with grouped-query
+attention, a rope_theta that is not the default and an rms_norm_eps that is not LayerNorm's, and a character
+vocabulary of our own as the tokenizer: no network. Their init is wide (std 0.3) so that greedy decoding wanders
+over many tokens instead of repeating one, which would hide a position that is off by one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from tinyformer.cli import main
+from tinyformer.data.tokenizers import CharTokenizer
+from tinyformer.errors import UserError
+from tinyformer.generate.sampling import generate
+from tinyformer.hub import hf_config, hf_weights
+from tinyformer.models.gpt import GPTConfig, MiniGPT
+from tinyformer.models.hf_lm import config_from_hf, export_hf, import_hf
+from tinyformer.models.llama import config_from_llama
+
+transformers = pytest.importorskip("transformers")
+PROMPT = "First Citizen:\nBefore we proceed any further, hear me speak."
+CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+
+
+def save_checkpoint(folder: Path, kind: str, tie: bool = False) -> Path:
+    from tests.conftest import SYNTHETIC
+
+    tok = CharTokenizer.from_text(SYNTHETIC + PROMPT)
+    torch.manual_seed(0)
+    config = getattr(transformers, "LlamaConfig" if kind == "llama" else "Qwen2Config")(
+        vocab_size=tok.vocab_size,
+        hidden_size=64,
+        intermediate_size=176,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        rms_norm_eps=1e-6,
+        rope_theta=50000.0,
+        initializer_range=0.3,
+        tie_word_embeddings=tie,
+        bos_token_id=None,
+        eos_token_id=None,
+    )
+    model = getattr(transformers, CLASSES[kind])(config)
+    if kind == "qwen2":  # Qwen2 initialises its q/k/v biases at zero: make them count
+        with torch.no_grad():
+            for layer in model.model.layers:
+                for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                    proj.bias.normal_(0, 0.3)
+    model.save_pretrained(folder)
+    tok.to_hf().save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
+    return folder
+
+
+@pytest.fixture(scope="module", params=["llama", "qwen2"])
+def checkpoint(request, tmp_path_factory) -> Path:
+    return save_checkpoint(tmp_path_factory.mktemp(request.param), request.param)
+
+
+def load_both(folder: Path) -> tuple[MiniGPT, torch.nn.Module]:
+    ours = MiniGPT(GPTConfig(dropout=0.0, **config_from_hf(hf_config(folder)))).eval()
+    import_hf(ours, hf_weights(folder))
+    return ours, transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+
+
+def prompt_ids(folder: Path) -> torch.Tensor:
+    from tinyformer.data.bpe import folder_tokenizer
+
+    return torch.tensor([folder_tokenizer(folder).encode(PROMPT)])  # (1, T)
+
+
+def test_imported_checkpoint_gives_the_logits_of_transformers(checkpoint):
+    ours, hf = load_both(checkpoint)
+    ids = torch.cat([prompt_ids(checkpoint), prompt_ids(checkpoint).flip(1)])  # (2, T): a batch of two
+    with torch.no_grad():
+        difference = (ours(ids).logits - hf(ids).logits).abs().max().item()
+    print(f"{hf_config(checkpoint)['model_type']}: max abs logit difference {difference:.2e}")
+    assert difference < 1e-4
+    c = ours.config
+    assert (c.norm, c.ffn, c.positions, c.bias, c.kv_heads, c.rope_base, c.norm_eps) == (
+        "rmsnorm", "swiglu", "rope", False, 2, 50000.0, 1e-6,
+    )  # fmt: skip
+    assert c.qkv_bias == (hf_config(checkpoint)["model_type"] == "qwen2")
+
+
+def test_greedy_50_tokens_equal_with_and_without_cache_and_to_transformers_generate(checkpoint):
+    ours, hf = load_both(checkpoint)
+    ids = prompt_ids(checkpoint)
+    cached = generate(ours, ids, 50, temperature=0)
+    naive = generate(ours, ids, 50, temperature=0, use_cache=False)
+    theirs = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=50, do_sample=False, pad_token_id=0)
+    assert cached.shape == (1, ids.size(1) + 50)
+    assert torch.equal(cached, naive) and torch.equal(cached, theirs)
+    assert len(set(cached[0, ids.size(1) :].tolist())) > 10  # not one token repeated: positions matter here
+
+
+def test_export_of_an_imported_model_gives_back_the_same_tensors_and_config(checkpoint):
+    ours, _ = load_both(checkpoint)
+    original = hf_weights(checkpoint)
+    config, exported = export_hf(ours)
+    assert set(exported) == set(original)
+    for k, v in original.items():
+        assert torch.equal(exported[k], v), k
+    assert config_from_hf(config) == config_from_hf(hf_config(checkpoint))
+    assert config["architectures"] == [CLASSES[hf_config(checkpoint)["model_type"]]]
+
+
+def test_a_tied_head_is_read_as_one_matrix(tmp_path):
+    folder = save_checkpoint(tmp_path / "tied", "llama", tie=True)
+    ours, hf = load_both(folder)
+    assert ours.head.weight is ours.tok_emb.weight
+    ids = prompt_ids(folder)
+    with torch.no_grad():
+        assert (ours(ids).logits - hf(ids).logits).abs().max() < 1e-4
+
+
+def test_unbuildable_configs_and_tensors_name_the_key(tmp_path):
+    folder = save_checkpoint(tmp_path / "llama", "llama")
+    hf = hf_config(folder)
+    for change, key in (
+        ({"model_type": "mistral"}, "model_type='mistral'"),
+        ({"hidden_act": "gelu"}, "hidden_act='gelu'"),
+        ({"head_dim": 32}, "head_dim=32"),
+        ({"attention_bias": True}, "attention_bias=True"),
+        ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5}}, "rope type 'llama3'"),
+    ):
+        with pytest.raises(UserError, match=key):
+            config_from_hf(hf | change)
+    model = MiniGPT(GPTConfig(**config_from_llama(hf)))
+    weights = hf_weights(folder)
+    del weights["model.layers.1.self_attn.k_proj.weight"]
+    with pytest.raises(UserError, match="no tensor 'model.layers.1.self_attn.k_proj.weight'"):
+        import_hf(model, weights)
+    weights = hf_weights(folder) | {"model.layers.0.mlp.extra.weight": torch.zeros(1)}
+    with pytest.raises(UserError, match="does not know, e.g. 'model.layers.0.mlp.extra.weight'"):
+        import_hf(model, weights)
+
+
+# ---- the gpt_llama preset through the command line ------------------------------------------------------------
+TRAIN = ["--set", "train.max_iters=6", "--set", "train.batch_size=2", "--set", "train.eval_iters=1"]
+TRAIN += ["--set", "train.eval_interval=3", "--set", "model.block_size=32", "--set", "sample.tokens=8"]
+TRAIN += ["--device", "cpu", "--set", "train.precision=fp32"]
+
+
+def test_a_llama_run_goes_through_every_command_and_round_trips_through_transformers(text_file, tmp_path, capsys):
+    run, hf_dir = tmp_path / "run", tmp_path / "hf"
+    assert main(["train", "gpt", "--config", "gpt_llama", "--data", str(text_file), *TRAIN, "--out", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["sample", str(run), "--prompt", "ROMEO:", "--tokens", "5", "--temperature", "0"]) == 0
+    assert capsys.readouterr().out.startswith("ROMEO:")
+    assert main(["eval", str(run)]) == 0
+    assert "bits per character" in capsys.readouterr().out
+    assert main(["info", str(run)]) == 0
+    info = capsys.readouterr().out
+    assert "block RMS norms" in info and "by formula" in info
+    views = tmp_path / "views"
+    assert main(["viz", "attention", str(run), "--text", "ROMEO: hello", "--layer", "1", "--out", str(views)]) == 0
+    assert [p.stat().st_size > 1000 for p in views.glob("*.png")] == [True]
+    assert main(["export", "hf", str(run), str(hf_dir)]) == 0
+    assert json.loads((hf_dir / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
+
+    from tinyformer.runs import load_run
+
+    ours = load_run(run, device="cpu").model.eval()
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
+    ids = prompt_ids(hf_dir)
+    with torch.no_grad():
+        assert (ours(ids).logits - theirs(ids).logits).abs().max() < 1e-4
+
+    assert f"transformers.LlamaForCausalLM.from_pretrained({str(hf_dir)!r})" in capsys.readouterr().out
+
+    again = tmp_path / "again"  # the exported folder read back as model.init_from: the same model at step 0
+    fresh = [*TRAIN, "--set", "train.max_iters=1", "--set", f"model.init_from={hf_dir}"]
+    assert main(["train", "gpt", "--data", str(text_file), *fresh, "--out", str(again)]) == 0
+    architecture = config_from_hf(hf_config(hf_dir)).keys()  # the rest (dropout, init) is the new run's choice
+    new, old = (json.loads((f / "config.json").read_text())["model"] for f in (again, run))
+    assert {k: new[k] for k in architecture} == {k: old[k] for k in architecture}
+
+    def val_losses(folder: Path) -> list[float]:
+        rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+        return [r["loss"] for r in rows if r.get("split") == "val"]
+
+    assert val_losses(again)[0] == pytest.approx(min(val_losses(run)), abs=1e-6)  # best.safetensors, as exported
