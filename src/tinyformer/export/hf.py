@@ -24,8 +24,8 @@ from pathlib import Path
 from tinyformer.data.bpe import BPETokenizer
 from tinyformer.errors import UserError
 from tinyformer.files import atomic_write, make_dir, output_path, write_text
-from tinyformer.models.gpt import MiniGPT
 from tinyformer.models import hf_lm
+from tinyformer.models.gpt import MiniGPT
 from tinyformer.train import checkpoint as ckpt
 
 

@@ -26,7 +26,7 @@ def config_from_hf(hf: dict) -> dict:
 
 
 def family(model: nn.Module) -> str:
-    """"llama" (Llama or Qwen2) or "gpt2": the format `model`, a MiniGPT, is read from and written as."""
+    """ "llama" (Llama or Qwen2) or "gpt2": the format `model`, a MiniGPT, is read from and written as."""
     return "llama" if llama.is_llama(model.config) else "gpt2"
 
 

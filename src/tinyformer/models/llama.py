@@ -39,7 +39,9 @@ def _names(n_layer: int) -> list[tuple[str, str]]:
         ("mlp.up", "mlp.up_proj"),
         ("mlp.proj", "mlp.down_proj"),
     ]
-    return out + [(f"blocks.{i}.{ours}.weight", f"model.layers.{i}.{theirs}.weight") for i in range(n_layer) for ours, theirs in parts]
+    for i in range(n_layer):
+        out += [(f"blocks.{i}.{ours}.weight", f"model.layers.{i}.{theirs}.weight") for ours, theirs in parts]
+    return out
 
 
 def rope_theta(hf: dict) -> float:
