@@ -167,6 +167,8 @@ VARIANTS = {
     "none-relu2-tied": dict(positions="none", ffn="relu2", tie_weights=True),
     "qknorm-softcap-relu": dict(qk_norm=True, logit_softcap=5.0, ffn="relu"),
     "gelu-tanh-qkv-bias-mqa": dict(ffn="gelu_tanh", qkv_bias=True, n_kv_head=1),
+    "llama": dict(norm="rmsnorm", norm_eps=1e-6, bias=False, positions="rope", ffn="swiglu", n_kv_head=2),
+    "qwen2-layernorm-no-bias": dict(qkv_bias=True, bias=False),  # a LayerNorm without its bias too
 }
 
 

@@ -98,6 +98,8 @@ def spec(model: MiniGPT) -> dict:
         "qk_norm": c.qk_norm,
         "tie_weights": c.tie_weights,
         "logit_softcap": c.logit_softcap,
+        "norm": c.norm,  # layernorm or rmsnorm; a missing bias tensor is a zero one
+        "norm_eps": c.norm_eps,
         "window": c.block_size,  # the sliding window of `tinyformer sample`
     }
 

@@ -178,17 +178,20 @@ function linearJS(W, X, T, rows, cols) {
   return Y;
 }
 
-// each row of X (T x n) normalised, then scaled and shifted
-function layerNorm(X, w, b, n, eps = 1e-5) {
+// each row of X (T x n) normalised, then scaled (and shifted, where the norm has a bias): LayerNorm, or RMSNorm
+// (rms true: no mean taken out, no bias; the Llama family's)
+function norm(X, w, b, n, eps, rms) {
   const Y = new Float32Array(X.length); // the next matrix product reads it as float32
   for (let at = 0; at < X.length; at += n) {
     let mean = 0;
-    for (let i = 0; i < n; i++) mean += X[at + i];
-    mean /= n;
+    if (!rms) {
+      for (let i = 0; i < n; i++) mean += X[at + i];
+      mean /= n;
+    }
     let v = 0;
     for (let i = 0; i < n; i++) v += (X[at + i] - mean) ** 2;
     const inv = 1 / Math.sqrt(v / n + eps);
-    for (let i = 0; i < n; i++) Y[at + i] = (X[at + i] - mean) * inv * w[i] + b[i];
+    for (let i = 0; i < n; i++) Y[at + i] = (X[at + i] - mean) * inv * w[i] + (b ? b[i] : 0);
   }
   return Y;
 }
@@ -329,6 +332,12 @@ class Model {
   // Tokens `ids` at positions start, start+1, ..., their keys and values written into `cache` -> the logits
   // after the last one (Float64Array V) and, with `withWeights`, each token's attention over the positions up
   // to its own: per token a Float32Array (L, H, its position + 1).
+  // the norm named `name` (ln1, ln2 of a block, ln_f) over each row of X
+  norm(X, name) {
+    const { w, spec } = this;
+    return norm(X, w[name + ".weight"], w[name + ".bias"], this.D, spec.norm_eps, spec.norm === "rmsnorm");
+  }
+
   forward(ids, start, cache, withWeights = false) {
     const { D, H, Hkv, dh, F, V, L, w, spec } = this;
     const T = ids.length, width = Hkv * dh;
@@ -348,7 +357,7 @@ class Model {
     const out = new Float32Array(T * D), qw = D + 2 * width;
     for (let l = 0; l < L; l++) {
       const b = `blocks.${l}.`;
-      const h = layerNorm(x, w[b + "ln1.weight"], w[b + "ln1.bias"], D);
+      const h = this.norm(x, b + "ln1");
       const qkv = linear(w[b + "attn.qkv.weight"], w[b + "attn.qkv.bias"], h, T, qw, D); // (T, D + 2 width)
       const K = cache[l].k, Vc = cache[l].v;
       for (let t = 0; t < T; t++) {
@@ -363,7 +372,7 @@ class Model {
       attend.call(this, qkv, cache[l], T, start, weights && ((t) => weights[t].subarray(l * H * (start + t + 1))), out);
       const a = linear(w[b + "attn.proj.weight"], w[b + "attn.proj.bias"], out, T, D, D);
       for (let i = 0; i < x.length; i++) x[i] += a[i];
-      const h2 = layerNorm(x, w[b + "ln2.weight"], w[b + "ln2.bias"], D);
+      const h2 = this.norm(x, b + "ln2");
       let m;
       if (spec.ffn === "swiglu") {
         const g = linear(w[b + "mlp.gate.weight"], null, h2, T, F, D), u = linear(w[b + "mlp.up.weight"], null, h2, T, F, D);
@@ -376,7 +385,7 @@ class Model {
       }
       for (let i = 0; i < x.length; i++) x[i] += m[i];
     }
-    const last = layerNorm(x.subarray((T - 1) * D), w["ln_f.weight"], w["ln_f.bias"], D);
+    const last = this.norm(x.subarray((T - 1) * D), "ln_f");
     const logits = linear(spec.tie_weights ? emb : w["head.weight"], null, last, 1, V, D);
     if (spec.logit_softcap) for (let i = 0; i < V; i++) logits[i] = spec.logit_softcap * Math.tanh(logits[i] / spec.logit_softcap);
     return { logits, weights };
