@@ -44,11 +44,12 @@ def test_a_language_model_and_its_attention_run_in_onnxruntime_as_in_pytorch(tra
     assert onnx_greedy(session, prompt, 80, model.config.block_size) == ours  # 80 > block_size: the window slides
 
 
-def test_a_rotary_grouped_query_model_exports_for_lengths_past_its_block_size(tmp_path):
+def test_a_llama_style_model_exports_for_lengths_past_its_block_size(tmp_path):
     torch.manual_seed(0)
     c = GPTConfig(
-        vocab_size=20, block_size=16, n_layer=2, n_head=4, n_kv_head=2, n_embd=32, positions="rope", ffn="swiglu"
-    )
+        vocab_size=20, block_size=16, n_layer=2, n_head=4, n_kv_head=2, n_embd=32, positions="rope", ffn="swiglu",
+        norm="rmsnorm", norm_eps=1e-6, bias=False,
+    )  # fmt: skip
     model = MiniGPT(c).eval()
     tokenizer = CharTokenizer(list("abcdefghijklmnopqrst"))
     run = SimpleNamespace(
