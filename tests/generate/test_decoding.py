@@ -31,9 +31,13 @@ class Rigged(nn.Module):
         self.encode_calls += 1
         return EncodedSource(F.one_hot(src, V).float(), src != PAD)  # (B, S, V), (B, S)
 
+    def new_cache(self, enc: EncodedSource, capacity: int | None = None) -> None:
+        return None  # a model that cannot cache: every step decodes the whole prefix
+
     def decode(
-        self, tgt_in: torch.Tensor, memory: torch.Tensor, src_valid: torch.Tensor, *, need_weights: bool = False
+        self, tgt_in, memory, src_valid, *, need_weights: bool = False, cache=None, start: int = 0
     ) -> Seq2SeqOutput:
+        assert cache is None and start == 0
         self.decode_calls += 1
         self.modes.add((self.training, torch.is_grad_enabled()))
         return Seq2SeqOutput(self.logits(tgt_in, memory.argmax(-1), src_valid))
@@ -198,7 +202,7 @@ def test_the_encoder_runs_once_per_call(decode):
 
 
 class Uncached(nn.Module):
-    """A Seq2SeqTransformer seen through encode/decode only: greedy decoding re-runs the whole prefix."""
+    """A Seq2SeqTransformer whose new_cache gives None: greedy decoding re-runs the whole prefix."""
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
@@ -208,7 +212,11 @@ class Uncached(nn.Module):
         return self.model.encode(src, **kw)
 
     def decode(self, tgt_in, memory, src_valid, **kw):
+        assert kw.get("cache") is None
         return self.model.decode(tgt_in, memory, src_valid, **kw)
+
+    def new_cache(self, enc, capacity=None):
+        return None
 
 
 @pytest.mark.parametrize("norm_first", [True, False])
@@ -290,7 +298,7 @@ def test_cached_greedy_and_beam_search_give_the_very_tokens_of_uncached_decoding
     for src in sources(60, seed=len(name)):
         greedy = greedy_decode(model, src, **IDS, max_new=16)
         assert torch.equal(greedy, greedy_decode(model, src, **IDS, max_new=16, cache=False))
-        assert torch.equal(greedy, greedy_decode(Uncached(model), src, **IDS, max_new=16))  # no new_cache at all
+        assert torch.equal(greedy, greedy_decode(Uncached(model), src, **IDS, max_new=16))  # no cache at all
         greedy_ends += ends(greedy)
         for beam in (1, 2, 3, 4):
             for alpha in (0.0, 0.6):
@@ -306,3 +314,10 @@ def test_cached_greedy_and_beam_search_give_the_very_tokens_of_uncached_decoding
         assert padded > 20  # hypotheses with PAD inside them: the cache's tgt_valid rows must move with the beams
     if name == "trained-ish":
         assert greedy_ends.count(None) < len(greedy_ends) / 4  # the trained-ish model mostly ends with EOS
+
+
+def test_the_test_doubles_offer_the_encoder_decoder_protocol():
+    from tinyformer.models.protocols import EncoderDecoder, unmet
+
+    assert unmet(Reverser(), EncoderDecoder) == []
+    assert unmet(Uncached(Reverser()), EncoderDecoder) == []

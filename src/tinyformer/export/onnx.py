@@ -129,15 +129,14 @@ def export_onnx(run, out: str | Path, attention: bool = False, force: bool = Fal
     """Write `run` (a loaded `Run`) as ONNX graphs into the folder `out`, then check them with onnxruntime."""
     need("tinyformer export onnx", "onnx", "onnxscript", "onnxruntime")
     from tinyformer.export.hf import check_target
-    from tinyformer.models.gpt import MiniGPT
-    from tinyformer.models.seq2seq import Seq2SeqTransformer
+    from tinyformer.models.protocols import CausalLM, EncoderDecoder
 
     out = check_target(Path(out), force)
     model = run.model.float().cpu().eval()
     make_dir(out)
-    if isinstance(model, MiniGPT):
+    if isinstance(model, CausalLM):
         result = _language_model(model, run, out, attention)
-    elif isinstance(model, Seq2SeqTransformer) and run.config.task == "reverse":
+    elif isinstance(model, EncoderDecoder) and run.config.task == "reverse":
         if attention:
             raise UserError("--attention is for a language model's graph; the reversal graphs give logits")
         result = _reversal(model, run, out)

@@ -1,13 +1,14 @@
 """Greedy decoding and beam search for an encoder-decoder (Sutskever et al., 2014; Wu et al., 2016, "GNMT").
 
-Both run the encoder once per input, then extend the target one token at a time. They use only the model's
-`encode`, `decode` and `config.block_size`, so any model with that API works (`Seq2SeqTransformer`, an
-`nn.Transformer` baseline). For a model that also has `new_cache` (`Seq2SeqTransformer`), both run only the new
-token each step (`_Steps`), from a `DecoderCache` of the earlier steps' keys/values and of the memory's
-cross-attention projection: the step costs O(1) projections instead of O(t), and the memory is projected once
-instead of at every step. Beam search reorders the cache's rows after every step, so that each surviving beam
-continues from its parent's keys/values. `cache=False` (and any model without `new_cache`) re-runs the whole
-prefix every step instead; both ways give the same tokens.
+Both run the encoder once per input, then extend the target one token at a time. They use only what the
+`EncoderDecoder` protocol declares (`tinyformer.models.protocols`: `encode`, `decode`, `new_cache` and
+`config.block_size`), so any model with that API works (`Seq2SeqTransformer`, an `nn.Transformer` baseline). Where
+`new_cache` gives a cache (`Seq2SeqTransformer`), both run only the new token each step (`_Steps`), from a
+`DecoderCache` of the earlier steps' keys/values and of the memory's cross-attention projection: the step costs
+O(1) projections instead of O(t), and the memory is projected once instead of at every step. Beam search reorders
+the cache's rows after every step, so that each surviving beam continues from its parent's keys/values.
+`cache=False` (and a model whose `new_cache` gives None) re-runs the whole prefix every step instead; both ways
+give the same tokens.
 
 Output format, shared by both: (B, L) generated ids WITHOUT the leading BOS, each row's EOS included and `pad_id`
 after it; L is the longest row. A row that never produces EOS is cut at `max_new` tokens (default block_size - 1).
@@ -52,12 +53,12 @@ def _budget(model: nn.Module, max_new: int | None) -> int:
 
 class _Steps:
     """Next-token logits for N prefixes (N, t) that grow by one token per call, decoded against `enc` (N rows):
-    the newest token only, from a `DecoderCache` of the earlier ones (`cache` and the model has `new_cache`),
+    the newest token only, from a `DecoderCache` of the earlier ones (`cache`, and a model that caches),
     or the whole prefix again. `reorder(index)` makes row i continue from old row index[i] (beam search)."""
 
     def __init__(self, model: nn.Module, enc: EncodedSource, capacity: int, cache: bool) -> None:
         self.model, self.enc = model, enc
-        self.cache = model.new_cache(enc, capacity) if cache and hasattr(model, "new_cache") else None
+        self.cache = model.new_cache(enc, capacity) if cache else None  # None too for a model that cannot cache
 
     def logits(self, seq: torch.Tensor) -> torch.Tensor:
         """seq (N, t), BOS first -> logits (N, V) of the token after it."""

@@ -25,12 +25,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import torch
-from torch import nn
 
 from tinyformer.attention.multihead import softmax_layers, using_backend
 from tinyformer.config import SampleConfig
 from tinyformer.device import BackendChoice, choose_backend, inference, model_device
 from tinyformer.errors import UserError
+from tinyformer.models.protocols import CausalLM
 
 
 def filter_logits(logits: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
@@ -64,7 +64,7 @@ def next_token(
     return torch.multinomial(probs, 1, generator=generator)  # (B, 1)
 
 
-def stream(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, **options) -> Iterator[torch.Tensor]:
+def stream(model: CausalLM, idx: torch.Tensor, max_new_tokens: int, **options) -> Iterator[torch.Tensor]:
     """idx (B, T0) -> the next ids (B, 1), one per step, `max_new_tokens` of them, each yielded as soon as it is
     sampled; each step sees at most `window` (default block_size) tokens. The window is checked now, not at the
     first step. Eval mode and no-grad are set for each step only: between tokens, the caller's state is its own.
@@ -73,7 +73,7 @@ def stream(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, **options) 
 
 
 def stream_steps(
-    model: nn.Module,
+    model: CausalLM,
     idx: torch.Tensor,
     max_new_tokens: int,
     *,
@@ -92,7 +92,7 @@ def stream_steps(
     return _stream(model, step, idx, max_new_tokens, (temperature, top_k, top_p, generator), window if use_cache else 0)
 
 
-def _stream(model: nn.Module, step, idx: torch.Tensor, n: int, sampling: tuple, window: int):
+def _stream(model: CausalLM, step, idx: torch.Tensor, n: int, sampling: tuple, window: int):
     """`window` > 0: cached steps, with the backend `choose_decode_backend` picks for them (chosen at the first
     step, and set only during each step)."""
     backend = None
@@ -154,7 +154,7 @@ def distribution(
     return distributions(logits[None], temperature, top_k, top_p, n)[0]
 
 
-def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, **options) -> torch.Tensor:
+def generate(model: CausalLM, idx: torch.Tensor, max_new_tokens: int, **options) -> torch.Tensor:
     """idx (B, T0) -> (B, T0 + max_new_tokens): everything `stream` yields, after the prompt. `options` are
     `stream_steps`'s (temperature, top_k, top_p, generator, use_cache, window)."""
     return torch.cat([idx, *stream(model, idx, max_new_tokens, **options)], 1)
@@ -163,7 +163,7 @@ def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, **options
 DECODE_STEPS = 32  # cached one-token steps per timed try of a backend
 
 
-def choose_decode_backend(model: nn.Module, window: int) -> BackendChoice | None:
+def choose_decode_backend(model: CausalLM, window: int) -> BackendChoice | None:
     """`model.backend=auto`: the faster backend for one-token steps with a KV cache, timed (or from the cache)
     on `DECODE_STEPS` steps that attend to a nearly full `window` -> the choice; None when the config fixed
     it. The model's backends are left as they were."""
@@ -193,12 +193,12 @@ def choose_decode_backend(model: nn.Module, window: int) -> BackendChoice | None
         return choose_backend(fields, {name: steps(name) for name in ("sdpa", "manual")}, device=device, budget_s=1.0)
 
 
-def _naive_steps(model: nn.Module, window: int):
+def _naive_steps(model: CausalLM, window: int):
     """Each step re-runs the model over the whole window: O(window) tokens of work per new token."""
     return lambda idx: model(idx[:, -window:]).logits[:, -1, :]
 
 
-def _cached_steps(model: nn.Module, idx: torch.Tensor, window: int):
+def _cached_steps(model: CausalLM, idx: torch.Tensor, window: int):
     """Each step runs only the tokens the cache has not seen; a full window rebuilds the cache."""
     cache = model.new_cache(idx.size(0), window)
     state = {"seen": 0}  # tokens of idx already in the cache (idx only grows by one per step)
@@ -216,14 +216,14 @@ def _cached_steps(model: nn.Module, idx: torch.Tensor, window: int):
 
 
 def generate_text(
-    model: nn.Module, tokenizer, s: SampleConfig, use_cache: bool = True, window: int | None = None
+    model: CausalLM, tokenizer, s: SampleConfig, use_cache: bool = True, window: int | None = None
 ) -> str:
     """`s.prompt` followed by `s.tokens` sampled tokens, seeded by `s.seed`."""
     return "".join(stream_text(model, tokenizer, s, use_cache, window))
 
 
 def stream_text(
-    model: nn.Module, tokenizer, s: SampleConfig, use_cache: bool = True, window: int | None = None
+    model: CausalLM, tokenizer, s: SampleConfig, use_cache: bool = True, window: int | None = None
 ) -> Iterator[str]:
     """`generate_text` as it is made: the prompt, then the text of the tokens as each character completes
     (`TextStream`). The model runs when the next piece is asked for."""

@@ -51,7 +51,15 @@ class TorchSeq2Seq(nn.Module):
         memory = self.core.encoder(self.embed(src), src_key_padding_mask=~src_valid)  # True = ignore, here only
         return EncodedSource(memory, src_valid, None)
 
-    def decode(self, tgt_in, memory, src_valid, *, need_weights: bool = False) -> Seq2SeqOutput:
+    def new_cache(self, enc: EncodedSource, capacity: int | None = None) -> None:
+        """nn.Transformer's decoder cannot extend a cache: decoding runs the whole prefix at each step."""
+        return None
+
+    def decode(
+        self, tgt_in, memory, src_valid, *, need_weights: bool = False, cache: None = None, start: int = 0
+    ) -> Seq2SeqOutput:
+        if cache is not None or start:
+            raise ValueError("model.impl=torch decodes whole prefixes: it takes no cache and no start")
         _check_ids("target", tgt_in, self.config.block_size)
         T = tgt_in.size(1)
         future = ~masks.causal(T, device=tgt_in.device)  # (T, T), True = may NOT attend (nn.Transformer's polarity)

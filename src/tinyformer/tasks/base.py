@@ -31,6 +31,7 @@ from torch import nn
 
 from tinyformer.config import RunConfig
 from tinyformer.errors import UserError
+from tinyformer.models.protocols import Attentive
 from tinyformer.tasks.cards import Arg, Card
 
 
@@ -47,6 +48,9 @@ class Task:
     data_args: ClassVar[tuple[Arg, ...]] = ()  # `train` options that set data.<name>, e.g. a table's columns
     select: ClassVar[str] = "loss"  # the evaluate() key (lower is better) that picks best.safetensors
     views: ClassVar[tuple[str, ...]] = ("predict", "attention")  # what `tinyformer serve` shows for a run (VIEWS)
+    # The interfaces its model offers (`tinyformer.models.protocols`): CausalLM for "generate", Attentive for
+    # "attention", EncoderDecoder for decoding. A test builds each registered task's model and checks them.
+    protocols: ClassVar[tuple[type, ...]] = (Attentive,)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -30,6 +30,7 @@ from tinyformer.device import check_memory, inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.models.gpt import GPTConfig, MiniGPT, param_breakdown
 from tinyformer.models.hf_lm import config_from_hf, family, import_hf
+from tinyformer.models.protocols import Attentive, CausalLM
 from tinyformer.tasks.base import Task, fit_model
 from tinyformer.tasks.cards import CARDS
 from tinyformer.train import checkpoint as ckpt
@@ -38,6 +39,7 @@ from tinyformer.train import checkpoint as ckpt
 class GPTTask(Task):
     card = CARDS["gpt"]
     views = ("generate", "attention")
+    protocols = (CausalLM, Attentive)
 
     @classmethod
     def default_config(cls) -> RunConfig:

@@ -23,6 +23,7 @@ from tinyformer.data.reversal import BOS, EOS, PAD, DigitTokenizer, ReversalConf
 from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.generate.decoding import beam_search, greedy_decode
+from tinyformer.models.protocols import Attentive, EncoderDecoder
 from tinyformer.models.seq2seq import Seq2SeqConfig, build_seq2seq
 from tinyformer.tasks.base import Task, panel
 from tinyformer.tasks.cards import CARDS
@@ -48,6 +49,7 @@ def trim(src: torch.Tensor, tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
 
 class ReverseTask(Task):
     card = CARDS["reverse"]
+    protocols = (EncoderDecoder, Attentive)  # Attentive with model.impl=tinyformer (torch's has no weights)
     batches_drawn = 0  # sampling="epochs": where the stream of epochs stands (`seek`)
 
     @classmethod
