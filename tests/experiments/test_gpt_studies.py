@@ -74,10 +74,15 @@ def test_quick_scale_report_counts_parameters_both_ways(quick_study):
 @needs_play
 def test_quick_positions_report_says_learned_cannot_extrapolate(quick_study):
     text = quick_study("positions").report.read_text()
-    rows = {r[0]: r[1:] for r in table_rows(text, "| ") if r[0] in ("learned", "sinusoidal", "rope", "rope + NTK")}
+    head, same = text.split("at the same size and steps")
+    rows = {r[0]: r[1:] for r in table_rows(head, "| ") if r[0] in ("learned", "sinusoidal", "rope", "rope + NTK")}
     assert rows["learned"][1].startswith("n/a: learned positions stop at 32")
     assert all(float(v) > 0 for k in ("sinusoidal", "rope", "rope + NTK") for v in rows[k])
     assert rows["rope"][0] == rows["rope + NTK"][0]  # at the trained context NTK scaling is the identity
+    sizes = {r[0]: r[1:] for r in table_rows(same, "| ") if r[0] != "cell"}
+    assert set(sizes) == {"learned", "llama"}  # MiniGPT beside the Llama-style GPT (the gpt_llama preset)
+    learned, llama = (int(sizes[k][0].replace(",", "")) for k in ("learned", "llama"))
+    assert abs(learned - llama) / learned < 0.05 and all(float(sizes[k][1]) > 0 for k in sizes)
 
 
 @pytest.mark.slow

@@ -246,6 +246,32 @@ POSITION_CELLS = [
 ]
 
 
+def llama_sets() -> list[str]:
+    """The `gpt_llama` preset's model keys that differ from the base preset's, as --set overrides: the one place
+    the Llama-style GPT is described (RMSNorm, SwiGLU, rotary, GQA, no biases) at MiniGPT's size."""
+    from tinyformer.config import preset_path
+
+    base = load_toml(preset_path(BASE_PRESET))["model"]
+    ours = load_toml(preset_path("gpt_llama"))["model"]
+    return [f"model.{k}={json.dumps(v)}" for k, v in ours.items() if base.get(k) != v]
+
+
+POSITION_CELLS.append(Cell("llama", llama_sets(), "the Llama-style GPT, rotary (gpt_llama): same size as learned"))
+
+
+def same_size(results: list[CellResult]) -> list[str]:
+    """MiniGPT (learned positions) beside the Llama-style GPT: parameters, val loss, training tokens/s."""
+    rows = []
+    for r in (r for r in results if r.cell.name in ("learned", "llama")):
+        seconds, tokens = r.run.state["train_seconds"], r.run.state["tokens_seen"]
+        rows.append([r.cell.name, f"{params(r):,}", best_val(r), f"{tokens / seconds:,.0f}" if seconds else "n/a"])
+    return [
+        "MiniGPT (learned positions, LayerNorm, GELU) and the Llama-style GPT, at the same size and steps:",
+        "",
+        markdown_table(["cell", "parameters", "best val loss", "training tokens/s"], rows),
+    ]
+
+
 def positions(out: Path | None = None, quick: bool = False, data: str | None = None) -> Path:
     from tinyformer.attention.positions import ntk_base
 
@@ -278,12 +304,15 @@ def positions(out: Path | None = None, quick: bool = False, data: str | None = N
     m = results[0].run.config.model
     dh, base = m.n_embd // m.n_head, m.rope_base
     parts = [
-        "Each model trains with the same steps, batch and schedule; only `model.positions` differs. The val loss "
-        f"at context L is the mean over every position of {batches} x 8 fixed val windows of L characters.",
+        "Each model trains with the same steps, batch and schedule; only `model.positions` differs, but in the "
+        "llama cell (the `gpt_llama` preset's model: RMSNorm, SwiGLU, grouped-query attention, no biases). The val "
+        f"loss at context L is the mean over every position of {batches} x 8 fixed val windows of L characters.",
         "",
         markdown_table(["positions", *(f"val loss @ {L}" for L in contexts)], rows),
         "",
         positions_summary(table, contexts),
+        "",
+        *same_size(results),
         "",
         "NTK-aware scaling changes nothing but the RoPE base at evaluation: for a context alpha times the "
         f"training one, base b = {base:g} becomes b * alpha^(Dh/(Dh-2)) (Dh = {dh}): "
