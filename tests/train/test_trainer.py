@@ -35,6 +35,9 @@ class FixedBatch:
     def batch_tokens(self, batch):
         return batch[0].numel()
 
+    def seek(self, batches):
+        pass  # batches don't follow each other
+
 
 @pytest.mark.slow
 def test_trainer_overfits_one_batch(tmp_path):
@@ -227,3 +230,42 @@ def test_a_stop_at_metric_the_task_does_not_report_names_those_it_does(text_file
 
     with pytest.raises(UserError, match=r"exact_match>=0.5.*reports .*loss"):
         make_trainer(text_file, tmp_path / "x", stop_at="exact_match>=0.5").fit()
+
+
+# ---- the task contract: what the loop calls, every task has ------------------------------------------------
+def test_the_trainer_s_view_of_a_task_is_declared_by_the_task_contract():
+    """Each part the loop uses (`trainer.Task`) is defined on `tasks.base.Task`, `seek` with a default."""
+    from tinyformer.tasks.base import Task
+    from tinyformer.train import trainer
+
+    used = {n for n in vars(trainer.Task) if not n.startswith("_")} | set(trainer.Task.__annotations__)
+    assert "seek" in used and used <= set(dir(Task))
+    assert Task.seek is not None and Task.seek(object(), 8) is None  # "batches don't follow each other"
+
+
+def test_nothing_in_train_probes_a_task_for_what_it_has():
+    """hasattr/getattr on a task would be a part the contract does not declare."""
+    import ast
+    from pathlib import Path
+
+    import tinyformer.train
+
+    probes = []
+    for path in sorted(Path(tinyformer.train.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("hasattr", "getattr")
+            ):
+                if node.args and "task" in ast.unparse(node.args[0]):
+                    probes.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    assert probes == []
+
+
+def test_a_resumed_run_tells_its_task_how_many_micro_batches_were_drawn(text_file, tmp_path, monkeypatch):
+    told = []
+    monkeypatch.setattr(GPTTask, "seek", lambda self, batches: told.append(batches))
+    make_trainer(text_file, tmp_path / "run", grad_accum=2, backend="sdpa").fit(until=3)
+    make_trainer(text_file, tmp_path / "run", resume=True, grad_accum=2, backend="sdpa").fit(until=5)
+    assert told == [0, 6]  # 3 steps of 2 micro-batches drawn before the resumed fit

@@ -63,6 +63,8 @@ class Task(Protocol):
 
     def batch_tokens(self, batch: Any) -> int: ...
 
+    def seek(self, batches: int) -> None: ...  # where training stands: `batches` micro-batches drawn before
+
 
 def no_buffer_sync() -> dict:
     """DDP's option for "do not broadcast buffers before each forward" (every rank builds the same masks and
@@ -162,8 +164,7 @@ class Trainer:
         status = "finished"
         window: list[Step] = []  # the steps since the last logged line
         self.model.train()
-        if hasattr(self.task, "seek"):  # a task whose batches follow each other (epochs): where this step's are
-            self.task.seek(self.step * self.config.grad_accum)
+        self.task.seek(self.step * self.config.grad_accum)  # a task whose batches follow each other: where they are
         with self._catch_signals(), self._bar(end) as bar:
             if not (self.run_dir / STATE).exists():  # a new run: step 0 is a multiple of eval_interval too
                 self._evaluate(bar, initial=True)  # its loss before training; a checkpoint to fall back on
