@@ -66,18 +66,6 @@ class Task(Protocol):
     def seek(self, batches: int) -> None: ...  # where training stands: `batches` micro-batches drawn before
 
 
-def no_buffer_sync() -> dict:
-    """DDP's option for "do not broadcast buffers before each forward" (every rank builds the same masks and
-    RoPE tables): `forward_sync_buffers=False` where torch has it (it deprecates `broadcast_buffers`)."""
-    import inspect
-
-    from torch.nn.parallel import DistributedDataParallel
-
-    if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters:
-        return {"forward_sync_buffers": False}
-    return {"broadcast_buffers": False}
-
-
 @dataclass
 class Step:
     """One optimizer step as the log sums it: over the global batch, the same numbers on every rank."""
@@ -124,13 +112,8 @@ class Trainer:
         self.precision = resolve_precision(self.device, config.precision)  # "fp32", "bf16" or "fp16"
         self.scaler = torch.amp.GradScaler(self.device.type) if self.precision == "fp16" else None
         self.model = model.to(self.device)  # the module whose weights are saved
-        self.ddp = None
-        forward = model
-        if self.world.distributed:
-            from torch.nn.parallel import DistributedDataParallel
-
-            ids = [self.world.local_rank] if self.device.type == "cuda" else None
-            self.ddp = forward = DistributedDataParallel(model, device_ids=ids, **no_buffer_sync())
+        self.ddp = distributed.data_parallel(self.model, self.device, self.world)  # None for one process
+        forward = self.model if self.ddp is None else self.ddp
         self.forward = torch.compile(forward) if config.compile else forward  # what runs batches
         self.optimizer = make_optimizer(self.model, config)
         self.data_rng = torch.Generator().manual_seed(config.seed)
