@@ -59,11 +59,11 @@ def tinyformer(args: list[str]) -> float:
 
 def trained(run: Path, wall: float) -> dict:
     """What a run folder says about its training."""
-    import torch
+    from tinyformer.runfolder import STATE, read_state
 
-    state = torch.load(run / "trainer_state.pt", map_location="cpu", weights_only=True)
-    keys = ("step", "best_val", "train_seconds", "tokens_seen", "precision")
-    return {k: state.get(k) for k in keys} | {"wall_seconds": wall}
+    s = read_state(run / STATE)
+    figures = dict(step=s.step, best_val=s.best_val, train_seconds=s.train_seconds, tokens_seen=s.tokens_seen)
+    return figures | {"precision": s.precision, "wall_seconds": wall}
 
 
 def generation_speed(run: Path) -> dict:

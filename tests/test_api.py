@@ -14,10 +14,9 @@ import sys
 import pytest
 
 from tests.cli_helpers import cli
-from tinyformer import api
+from tinyformer import api, runfolder
 from tinyformer.errors import UserError
 from tinyformer.results import Report
-from tinyformer.train import checkpoint as ckpt
 from tinyformer.train.trainer import Trainer
 
 TINY = {
@@ -51,11 +50,11 @@ def test_overrides_take_a_mapping_or_the_command_lines_strings():
 
 def test_train_returns_the_run_and_a_second_call_with_the_same_config_trains_nothing(text_file, tmp_path):
     run = api.train("gpt", set=tiny(text_file), out=tmp_path / "run", progress=False)
-    assert run.state["step"] == 12 and run.model is not None and not run.model.training
+    assert run.state.step == 12 and run.model is not None and not run.model.training
     assert "gpt, step 12/12 (finished), best val loss" in api.summary(run)
-    stamp = (tmp_path / "run" / ckpt.WEIGHTS).stat().st_mtime_ns
+    stamp = (tmp_path / "run" / runfolder.WEIGHTS).stat().st_mtime_ns
     again = api.train("gpt", set=tiny(text_file), out=tmp_path / "run", progress=False)
-    assert again.state["step"] == 12 and (tmp_path / "run" / ckpt.WEIGHTS).stat().st_mtime_ns == stamp
+    assert again.state.step == 12 and (tmp_path / "run" / runfolder.WEIGHTS).stat().st_mtime_ns == stamp
     with pytest.raises(UserError, match="holds a run of another config"):
         api.train("gpt", set=tiny(text_file, **{"model.n_layer": 2}), out=tmp_path / "run", progress=False)
 
@@ -64,10 +63,10 @@ def test_train_continues_an_interrupted_run_of_the_same_config(text_file, tmp_pa
     fit = Trainer.fit
     monkeypatch.setattr(Trainer, "fit", lambda self, until=None: fit(self, until=6))  # stopped after step 6
     first = api.train("gpt", set=tiny(text_file), out=tmp_path / "run", progress=False)
-    assert first.state["step"] == 6 and "step 6/12 (unfinished" in api.summary(first)
+    assert first.state.step == 6 and "step 6/12 (unfinished" in api.summary(first)
     monkeypatch.undo()
     run = api.train("gpt", set=tiny(text_file), out=tmp_path / "run", progress=False)
-    assert run.state["step"] == 12
+    assert run.state.step == 12
     val_steps = [r["step"] for r in api.metrics(run) if r["split"] == "val"]
     assert val_steps == [0, 4, 8, 12]  # steps 1-6 were not trained again
 

@@ -18,8 +18,8 @@ from safetensors.torch import load_file
 
 from tests.cli_helpers import FAST, TINY
 from tests.conftest import SYNTHETIC
+from tinyformer import runfolder
 from tinyformer.device import CPU_BF16_ENV
-from tinyformer.train import checkpoint as ckpt
 
 
 def bf16_cli(*args: str) -> subprocess.CompletedProcess:
@@ -43,8 +43,8 @@ def test_train_eval_sample_resume_as_on_a_cpu_with_native_bf16(tmp_path):
     out = bf16_cli("train", "gpt", *data, *TINY, *FAST, *sets, "--out", str(run)).stdout
     assert "bf16 autocast (fp32 weights), auto: native bf16" in out and "done: step 20" in out
     assert "attention: " in out  # model.backend=auto measured (or found) its backend
-    state = ckpt.load_state(run / ckpt.STATE)
-    assert state["precision"] == "bf16" and state["attention"]["name"] in ("sdpa", "manual")
+    state = runfolder.read_state(run / runfolder.STATE)
+    assert state.precision == "bf16" and state.attention.name in ("sdpa", "manual")
 
     scored = bf16_cli("eval", str(run), *data).stdout
     loss = float(scored.split(" loss ")[1].split()[0])
@@ -56,6 +56,6 @@ def test_train_eval_sample_resume_as_on_a_cpu_with_native_bf16(tmp_path):
 
     resumed = bf16_cli("train", "gpt", "--resume", str(run), "--set", "train.max_iters=30").stdout
     assert "step 20/30" in resumed and "done: step 30" in resumed and "as this run recorded it" in resumed
-    after = ckpt.load_state(run / ckpt.STATE)
-    assert after["step"] == 30 and after["precision"] == "bf16" and after["attention"] == state["attention"]
-    assert all(torch.isfinite(v).all() for v in load_file(run / ckpt.WEIGHTS).values())
+    after = runfolder.read_state(run / runfolder.STATE)
+    assert after.step == 30 and after.precision == "bf16" and after.attention == state.attention
+    assert all(torch.isfinite(v).all() for v in load_file(run / runfolder.WEIGHTS).values())

@@ -350,15 +350,15 @@ def test_a_deeply_nested_metrics_line_is_skipped(gpt_run, capsys, command):
 @pytest.mark.parametrize("record", ['{"step": 30, "files": 5}', "null", '{"files": null}', "[1]", "{", DEEP])
 def test_a_commit_record_of_another_shape_is_a_torn_save_and_the_run_resumes(gpt_run, capsys, record):
     """Never written by a save (it is written whole, then renamed): the previous checkpoint stands."""
-    from tinyformer.train import checkpoint as ckpt
+    from tinyformer import runfolder
 
-    (gpt_run / ckpt.COMMIT).write_text(record)
+    (gpt_run / runfolder.COMMIT).write_text(record)
     (gpt_run / ".model.safetensors.tmp").write_bytes(b"half a file")
-    step = ckpt.load_state(gpt_run / ckpt.STATE)["step"]
+    step = runfolder.read_state(gpt_run / runfolder.STATE).step
     status, err = run(capsys, "train", "gpt", "--resume", gpt_run, "--set", f"train.max_iters={step + 2}")
     assert status == 0 and "Traceback" not in err, err
-    assert not (gpt_run / ckpt.COMMIT).exists() and not (gpt_run / ".model.safetensors.tmp").exists()
-    assert ckpt.load_state(gpt_run / ckpt.STATE)["step"] == step + 2
+    assert not (gpt_run / runfolder.COMMIT).exists() and not (gpt_run / ".model.safetensors.tmp").exists()
+    assert runfolder.read_state(gpt_run / runfolder.STATE).step == step + 2
 
 
 TRIP = """

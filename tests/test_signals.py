@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.processes import Lines, catches, start
-from tinyformer.train import checkpoint as ckpt
+from tinyformer import runfolder
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ["model.n_layer=1", "model.n_embd=16", "model.n_head=2", "model.block_size=32", "train.batch_size=4"]
@@ -66,7 +66,7 @@ def one_line(err: str) -> bool:
 
 
 def saved_step(out: Path) -> int:
-    return ckpt.load_state(out / ckpt.STATE)["step"]
+    return runfolder.read_state(out / runfolder.STATE).step
 
 
 @pytest.mark.parametrize("phase", list(PHASES))

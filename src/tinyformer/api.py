@@ -60,14 +60,14 @@ def train(
     """
     from tinyformer import config as cfg
     from tinyformer.experiments.runner import finished
+    from tinyformer.runfolder import is_run, saved_config
     from tinyformer.runs import prepare_run, train_run
     from tinyformer.tasks import get_task
-    from tinyformer.train import checkpoint as ckpt
 
     layers, sets = ([cfg.load_toml(config)] if config else []), overrides(set)
-    if resume is None and out is not None and ckpt.is_run(out):
+    if resume is None and out is not None and is_run(out):
         asked = cfg.resolve(get_task(task).default_config(), layers, sets)
-        if not _same_config(asked, ckpt.load_json(Path(out) / ckpt.CONFIG)):
+        if not _same_config(asked, saved_config(out)):
             raise UserError(
                 f"run folder {str(out)!r} holds a run of another config; pick another out, or resume it as it is "
                 f"with train({task!r}, resume={str(out)!r})"
@@ -154,10 +154,9 @@ def summary(run) -> str:
     from tinyformer.runs import best_val
 
     run = _run(run)
-    st, end = run.state or {}, run.config.train.max_iters
-    done = "finished" if st.get("step", 0) >= end or st.get("reached") else "unfinished: train it again to go on"
-    score = f"best val {run.task.select} {best_val(run):.4f}" if "best_val" in st else "not evaluated yet"
-    return f"{run.path}: {run.config.task}, step {st.get('step', 0)}/{end} ({done}), {score}"
+    step, end = run.state.step, run.config.train.max_iters
+    done = "finished" if step >= end or run.state.reached else "unfinished: train it again to go on"
+    return f"{run.path}: {run.config.task}, step {step}/{end} ({done}), best val {run.task.select} {best_val(run):.4f}"
 
 
 def info(run) -> str:
@@ -170,14 +169,14 @@ def info(run) -> str:
 def metrics(run) -> list[dict]:
     """The run's metrics.jsonl, one dict per row: step, split ("train" or "val"), loss, the task's own scores,
     train_seconds (training time so far, evaluations left out)."""
-    from tinyformer.train.checkpoint import METRICS, read_metrics
+    from tinyformer.runfolder import METRICS, read_metrics
 
     return read_metrics(_run(run).path / METRICS)
 
 
 def loss_curve(run) -> Figure:
     """The run's loss.png, drawn now from its metrics (mid-training too)."""
-    from tinyformer.train.checkpoint import plot_run
+    from tinyformer.runfolder import plot_run
 
     return Figure([plot_run(_run(run).path)])
 

@@ -12,3 +12,12 @@ class UserError(ValueError):
 def quoted(text: str, limit: int = 80) -> str:
     """The user's input as an error line shows it: repr()'d, cut to about `limit` characters."""
     return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text):,} characters)"
+
+
+def first_line(e: Exception) -> str:
+    """What a library's exception says, as a one-line error quotes it: its first line, no terminal colour codes,
+    at most 200 characters (its type's name when it says nothing)."""
+    import re
+
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()
+    return text.splitlines()[0][:200] if text else type(e).__name__

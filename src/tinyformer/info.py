@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from tinyformer import config as cfg
-from tinyformer.device import BackendChoice
 from tinyformer.models import count_parameters
 from tinyformer.runs import Run, best_val
 
@@ -13,16 +12,15 @@ from tinyformer.runs import Run, best_val
 def describe(run: Run) -> str:
     """Progress, the resolved config as TOML, and the parameter breakdown of a run loaded with its weights."""
     st = run.state
-    tps = st["tokens_seen"] / max(st["train_seconds"], 1e-9)
-    seen = f"{st['tokens_seen']:,} tokens ({tps:,.0f}/s)"
-    trained_in = f" in {st['precision']}" if "precision" in st else ""  # runs before train.precision: fp32/bf16
+    tps = st.tokens_seen / max(st.train_seconds, 1e-9)
+    seen = f"{st.tokens_seen:,} tokens ({tps:,.0f}/s)"
+    trained_in = f" in {st.precision}" if st.precision is not None else ""  # runs before train.precision: none
     lines = [
-        f"run {run.path}: task {run.config.task}, step {st['step']}/{run.config.train.max_iters}",
-        f"best val {run.task.select} {best_val(run):.4f}; {st['train_seconds']:.0f} s of training{trained_in}, {seen}",
+        f"run {run.path}: task {run.config.task}, step {st.step}/{run.config.train.max_iters}",
+        f"best val {run.task.select} {best_val(run):.4f}; {st.train_seconds:.0f} s of training{trained_in}, {seen}",
     ]
-    recorded = BackendChoice.from_record(st.get("attention"))  # runs before model.backend=auto have none
-    if recorded is not None:
-        lines.append(recorded.line())
+    if st.attention is not None:  # runs before model.backend=auto have none
+        lines.append(st.attention.line())
     lines += ["", "# resolved config", to_toml(cfg.to_dict(run.config))]
     counted, rows = count_parameters(run.model), run.task.param_breakdown()
     lines.append(format_breakdown(rows, counted) if rows is not None else f"parameters: {counted:,}")

@@ -114,6 +114,7 @@ class Guide:
     def _row(self, text: str) -> tuple[str, str, str]:
         from tinyformer.lab.render import PLACEHOLDER, key
         from tinyformer.lab.sources import SOURCES, facts, shown_value
+        from tinyformer.runfolder import METRICS
 
         m = PLACEHOLDER.fullmatch("{{" + text + "}}")
         if m is None or m.group(1) or m.group(2) not in SOURCES:
@@ -122,7 +123,7 @@ class Guide:
         source = SOURCES[name]
         folder = self.runs / source.path
         mine = "not made yet"
-        if (folder / source.done).is_file() or (folder / "metrics.jsonl").is_file():
+        if (folder / source.done).is_file() or (folder / METRICS).is_file():
             try:
                 mine = shown_value(facts(source, folder), name, fact, spec)
             except UserError:

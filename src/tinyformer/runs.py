@@ -2,7 +2,7 @@
 
 A run folder holds config.json, tokenizer.json, model.safetensors (latest),
 best.safetensors (best validation score), trainer_state.pt, metrics.jsonl,
-loss.png and what its task writes at the end (see `tinyformer.train.checkpoint`
+loss.png and what its task writes at the end (see `tinyformer.runfolder`
 for the names). `load_run(path, device=...)` is the one way every command loads
 one; `prepare_run` and `train_run` are what `tinyformer train` runs.
 """
@@ -10,7 +10,7 @@ one; `prepare_run` and `train_run` are what `tinyformer train` runs.
 from __future__ import annotations
 
 import contextlib
-import math
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from tinyformer import config as cfg
+from tinyformer import runfolder
 from tinyformer.device import autocast, check_memory, describe_precision, model_device, pick_device, resolve_precision
 from tinyformer.errors import UserError
 from tinyformer.files import kind, output_path
@@ -33,7 +34,7 @@ from tinyformer.train.autotune import apply_recorded
 from tinyformer.train.distributed import World
 from tinyformer.train.metrics import require_tensorboard
 
-REQUIRED = (ckpt.CONFIG, ckpt.TOKENIZER, ckpt.WEIGHTS, ckpt.STATE)
+REQUIRED = (runfolder.CONFIG, runfolder.TOKENIZER, runfolder.WEIGHTS, runfolder.STATE)
 NEVER_SAVED = (
     "run folder {p!r} holds a run that stopped before its first checkpoint, so there is nothing to resume; "
     "delete it (rm -r {p}) and start the run again"
@@ -44,8 +45,8 @@ NEVER_SAVED = (
 class Run:
     path: Path
     task: Task  # the run's task, without data: its config and tokenizer are the run's
+    state: runfolder.TrainerState  # trainer_state.pt, its optimizer state left out ({})
     model: nn.Module | None = None  # loaded by `load_run(..., weights=...)`, in eval mode
-    state: dict | None = None  # trainer_state.pt without optimizer tensors
 
     @property
     def config(self) -> cfg.RunConfig:
@@ -66,9 +67,9 @@ def check_run_dir(path: str | Path) -> Path:
     if not p.is_dir():
         what, name = kind(p), repr(str(p))
         raise UserError(f"{name} is a {what}, not a run folder" if what else f"run folder {name} does not exist")
-    if ckpt.never_saved(p):
+    if runfolder.never_saved(p):
         raise UserError(NEVER_SAVED.format(p=str(p)))
-    if (p / ckpt.COMMIT).is_file():  # a save a kill interrupted after its commit: resume (under the lock) ends it
+    if (p / runfolder.COMMIT).is_file():  # a save a kill interrupted after its commit: resume (under the lock) ends it
         return p
     missing = [name for name in REQUIRED if not (p / name).is_file()]
     if missing:
@@ -78,15 +79,15 @@ def check_run_dir(path: str | Path) -> Path:
 
 def read_config(path: Path, overrides: list[str] = ()) -> tuple[cfg.RunConfig, type[Task]]:
     """The resolved config saved in a run folder (+ optional `--set` overrides) and its task class."""
-    saved = ckpt.load_json(path / ckpt.CONFIG)
+    saved = runfolder.saved_config(path)
     if not isinstance(saved, dict) or not isinstance(saved.get("task"), str):
-        raise UserError(f"{path / ckpt.CONFIG} does not hold a run config (no 'task' in a JSON object)")
+        raise UserError(f"{path / runfolder.CONFIG} does not hold a run config (no 'task' in a JSON object)")
     try:
         task_cls = get_task(saved["task"])
         defaults = task_cls.default_config()
         recorded = cfg.resolve(defaults, [cfg.migrate(saved, defaults)], [])
     except UserError as e:  # a key or value no run of this version writes: the file is named
-        raise UserError(f"{path / ckpt.CONFIG} does not hold a run config this version reads: {e}") from None
+        raise UserError(f"{path / runfolder.CONFIG} does not hold a run config this version reads: {e}") from None
     return cfg.resolve(recorded, [], overrides) if overrides else recorded, task_cls
 
 
@@ -103,7 +104,7 @@ def prepare_run(
         if config.task != task:
             raise UserError(f"run folder {str(resume)!r} holds a {config.task!r} run, not {task!r}")
         check_resume_changes(read_config(run_dir)[0], config)
-        return config, task_cls, run_dir, task_cls.load_tokenizer(run_dir / ckpt.TOKENIZER)
+        return config, task_cls, run_dir, task_cls.load_tokenizer(run_dir / runfolder.TOKENIZER)
     task_cls = get_task(task)
     config = cfg.resolve(task_cls.default_config(), list(layers), list(overrides))
     if config.train.tensorboard:  # a missing package: one line before the run folder is made
@@ -134,9 +135,9 @@ def check_resume_changes(saved: cfg.RunConfig, asked: cfg.RunConfig) -> None:
 
 
 def check_empty(run_dir: Path) -> Path:
-    if ckpt.never_saved(run_dir):
+    if runfolder.never_saved(run_dir):
         raise UserError(NEVER_SAVED.format(p=str(run_dir)))
-    if run_dir.is_dir() and any(p.name != ckpt.LOCK for p in run_dir.iterdir()):
+    if run_dir.is_dir() and any(p.name != runfolder.LOCK for p in run_dir.iterdir()):
         raise UserError(
             f"run folder {str(run_dir)!r} is not empty; resume it with --resume {run_dir} or pick another --out"
         )
@@ -164,7 +165,7 @@ def train_run(
     """
     world = world or World()
     device = device or distributed.train_device(config.train.device, world)
-    with ckpt.run_lock(run_dir) if world.main else contextlib.nullcontext():
+    with ckpt.claim(run_dir) if world.main else contextlib.nullcontext():
         if not resume:
             check_empty(run_dir)
         trainer = _trainer(config, task_cls, run_dir, tokenizer, resume, progress, world, device)
@@ -196,9 +197,9 @@ def _trainer(config, task_cls, run_dir, tokenizer, resume, progress, world, devi
     kw = dict(resume=resume, progress=progress, world=world, device=device)
     trainer = Trainer(model, task, task.config.train, run_dir, **kw)  # a resumed run's state is loaded here
     if world.main:
-        ckpt.save_json(run_dir / ckpt.CONFIG, cfg.to_dict(task.config))
+        ckpt.save_json(run_dir / runfolder.CONFIG, cfg.to_dict(task.config))
         if not resume:
-            task.tokenizer.save(run_dir / ckpt.TOKENIZER)
+            task.tokenizer.save(run_dir / runfolder.TOKENIZER)
         ranks = f" x {world.size} processes" if world.distributed else ""
         n_params = count_parameters(model)
         print(
@@ -214,7 +215,7 @@ def _trainer(config, task_cls, run_dir, tokenizer, resume, progress, world, devi
 def load_source(where: str) -> Run | Path:
     """What `model.init_from` names: a tinyformer run folder -> its `Run` (best weights); anything else (a
     Hugging Face model folder, the offline MiniLM, a hub id) -> the local folder `tinyformer.hub` resolves."""
-    if ckpt.is_run(where):
+    if runfolder.is_run(where):
         return load_run(where)
     return pretrained_folder(where)
 
@@ -253,27 +254,27 @@ def load_run(path: str | Path, weights: str | None = "best", device: str | torch
     """
     p = check_run_dir(path)
     config, task_cls = read_config(p)
-    task = task_cls(config, task_cls.load_tokenizer(p / ckpt.TOKENIZER))
+    task = task_cls(config, task_cls.load_tokenizer(p / runfolder.TOKENIZER))
     if task.tokenizer.vocab_size != config.model.vocab_size:
         raise UserError(
-            f"{p / ckpt.TOKENIZER} has {task.tokenizer.vocab_size} tokens but the model in config.json "
+            f"{p / runfolder.TOKENIZER} has {task.tokenizer.vocab_size} tokens but the model in config.json "
             f"has {config.model.vocab_size}; the two files are not from the same run"
         )
-    state = ckpt.load_state(p / ckpt.STATE)
-    state.pop("optimizer", None)
-    run = Run(p, task, state=state)
+    state = runfolder.read_state(p / runfolder.STATE)
+    state = dataclasses.replace(state, optimizer={})  # its tensors are for a resume alone
+    run = Run(p, task, state)
     if weights is not None:
         if weights not in ("best", "latest"):
             raise UserError(f"checkpoint={weights!r} is not one of best, latest")
-        file = p / ckpt.BEST if weights == "best" and (p / ckpt.BEST).is_file() else p / ckpt.WEIGHTS
+        file = p / runfolder.BEST if weights == "best" and (p / runfolder.BEST).is_file() else p / runfolder.WEIGHTS
         device = device if isinstance(device, torch.device) else pick_device(device)
-        check_memory(4 * parameter_count(task), f"the model in {p / ckpt.CONFIG}", device)
+        check_memory(4 * parameter_count(task), f"the model in {p / runfolder.CONFIG}", device)
         run.model = task.build_model().to(device)
         ckpt.load_weights(run.model, file)
-        apply_recorded(run.model, state)  # model.backend=auto: the backend its training measured
+        apply_recorded(run.model, state.attention)  # model.backend=auto: the backend its training measured
         run.model.eval()
     return run
 
 
 def best_val(run: Run) -> float:
-    return run.state.get("best_val", math.inf) if run.state else math.inf
+    return run.state.best_val

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from tests.cli_helpers import user_error
+from tinyformer import runfolder
 from tinyformer.cli import main
 from tinyformer.generate import sampling
 from tinyformer.runs import load_run
@@ -33,7 +34,7 @@ def lm_run(trained, tmp_path_factory) -> Path:
         for p in model.parameters():
             if p.dim() == 2:  # embeddings and projections; layer norms stay as they are
                 p.normal_(0.0, 0.5)
-    for name in (ckpt.BEST, ckpt.WEIGHTS):
+    for name in (runfolder.BEST, runfolder.WEIGHTS):
         ckpt.save_weights(model, run / name)
     return run
 

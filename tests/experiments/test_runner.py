@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from tinyformer import runfolder
 from tinyformer.experiments.runner import Cell, run_grid
-from tinyformer.train import checkpoint as ckpt
 
 TINY = [
     "model.block_size=16",
@@ -33,19 +33,19 @@ def test_a_cell_with_the_config_of_another_studys_finished_cell_is_copied_not_tr
     assert f"== base: the same config as {tmp_path / 'a' / 'baseline'} (finished): copied" in printed
     assert "== deep:" in printed and "deep: the same config" not in printed  # a new config is trained
     a, b = (tmp_path / "a" / "baseline"), (tmp_path / "b" / "base")
-    assert (a / ckpt.METRICS).read_bytes() == (b / ckpt.METRICS).read_bytes()  # its log, not a new run's
-    assert (a / ckpt.WEIGHTS).read_bytes() == (b / ckpt.WEIGHTS).read_bytes()
-    assert second[0].run.state["step"] == first[0].run.state["step"] == 6
-    assert not (b / ckpt.LOCK).exists()
+    assert (a / runfolder.METRICS).read_bytes() == (b / runfolder.METRICS).read_bytes()  # its log, not a new run's
+    assert (a / runfolder.WEIGHTS).read_bytes() == (b / runfolder.WEIGHTS).read_bytes()
+    assert second[0].run.state.step == first[0].run.state.step == 6
+    assert not (b / runfolder.LOCK).exists()
 
 
 def test_an_unfinished_twin_is_not_copied(text_file, tmp_path, capsys):
     grid(text_file, tmp_path / "a", [Cell("baseline")])
-    saved = tmp_path / "a" / "baseline" / ckpt.CONFIG
+    saved = tmp_path / "a" / "baseline" / runfolder.CONFIG
     config = json.loads(saved.read_text())
     config["train"]["max_iters"] = 30  # the same run, now at step 6 of 30: interrupted, not finished
     saved.write_text(json.dumps(config))
     capsys.readouterr()
     grid(text_file, tmp_path / "b", [Cell("base", ["train.max_iters=30"])])  # that very config
     assert "copied" not in capsys.readouterr().out
-    assert ckpt.load_state(tmp_path / "b" / "base" / ckpt.STATE)["step"] == 30
+    assert runfolder.read_state(tmp_path / "b" / "base" / runfolder.STATE).step == 30

@@ -20,11 +20,11 @@ import pytest
 import torch
 
 from tests.processes import start
+from tinyformer import runfolder
 from tinyformer.cli import main
 from tinyformer.serve import generation
 from tinyformer.serve.app import background, create_app
 from tinyformer.serve.limits import Limits
-from tinyformer.train import checkpoint as ckpt
 
 fastapi = pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
@@ -367,11 +367,11 @@ def test_a_run_being_trained_is_served_read_only_without_its_lock(runs_root, tmp
     shutil.copytree(runs_root / "gpt", root / "gpt")
     before = {p.name: p.stat().st_mtime_ns for p in (root / "gpt").iterdir()}
     client = TestClient(create_app(root))
-    with ckpt.run_lock(root / "gpt"):  # what a training run holds while it trains
+    with runfolder.run_lock(root / "gpt"):  # what a training run holds while it trains
         assert client.post("/api/generate", json={"run": "gpt", "tokens": 3}).status_code == 200
         assert client.get("/api/run", params={"run": "gpt"}).status_code == 200
     after = {p.name: p.stat().st_mtime_ns for p in (root / "gpt").iterdir()}
-    assert after == before | ({ckpt.LOCK: after[ckpt.LOCK]} if ckpt.LOCK in after else {})
+    assert after == before | ({runfolder.LOCK: after[runfolder.LOCK]} if runfolder.LOCK in after else {})
 
 
 # ---- a real server on 127.0.0.1 -----------------------------------------------------------------------------

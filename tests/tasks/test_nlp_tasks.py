@@ -170,7 +170,7 @@ def test_finish_scores_the_best_validation_weights(tmp_path, monkeypatch):
     best, latest = load_file(out / "best.safetensors"), load_file(out / "model.safetensors")
     assert all(torch.equal(seen[k], best[k]) for k in best)
     assert any(not torch.equal(seen[k], latest[k]) for k in latest)
-    assert load_run(out).state["best_val"] == 0.25  # chosen by error rate, not by loss
+    assert load_run(out).state.best_val == 0.25  # chosen by error rate, not by loss
 
 
 def test_classifier_run_resumes_and_loads_with_its_list_fields(tmp_path):
@@ -181,7 +181,7 @@ def test_classifier_run_resumes_and_loads_with_its_list_fields(tmp_path):
     assert main(["train", "classify", "--resume", str(out), "--set", "train.max_iters=6"]) == 0
     run = load_run(out)
     assert run.config.model.kernel_sizes == [2, 3] and run.config.model.labels == ["love", "sea", "war"]
-    assert run.state["step"] == 6 and [c.kernel_size[0] for c in run.model.encoder.convs] == [2, 3]
+    assert run.state.step == 6 and [c.kernel_size[0] for c in run.model.encoder.convs] == [2, 3]
 
 
 def test_classify_user_errors_are_one_line(tmp_path, capsys, mlm_run):

@@ -7,12 +7,11 @@ import torch
 
 from tests.conftest import tiny_run_config
 from tests.train.test_trainer import make_trainer, weights
-from tinyformer import choices
+from tinyformer import choices, runfolder
 from tinyformer.attention.multihead import MultiHeadAttention
 from tinyformer.cli import main
 from tinyformer.runs import load_run, train_run
 from tinyformer.tasks import GPTTask
-from tinyformer.train import checkpoint as ckpt
 
 
 def backends(model) -> set[str]:
@@ -57,26 +56,26 @@ def test_auto_measures_once_records_the_choice_and_everything_after_reuses_it(
     assert calls == [["manual", "sdpa"]] * 2  # training's choice, then generation's (sample.txt)
     out = capsys.readouterr().out
     assert f"attention: {winner} 20k tokens/s over {'sdpa' if winner == 'manual' else 'manual'} 10k" in out
-    state = ckpt.load_state(tmp_path / "run" / ckpt.STATE)
-    assert state["attention"]["name"] == winner and state["attention"]["source"] == "measured"
+    state = runfolder.read_state(tmp_path / "run" / runfolder.STATE)
+    assert state.attention.name == winner and state.attention.source == "measured"
     monkeypatch.setattr(choices, "measure", refuse)
     assert backends(load_run(tmp_path / "run").model) == {winner}  # sample, eval, views: the same backend
     assert main(["info", str(tmp_path / "run")]) == 0
     assert f"attention: {winner} 20k tokens/s" in capsys.readouterr().out
     config.train.max_iters = 6  # resumed: the recorded backend, nothing timed
-    tokenizer = GPTTask.load_tokenizer(tmp_path / "run" / ckpt.TOKENIZER)
+    tokenizer = GPTTask.load_tokenizer(tmp_path / "run" / runfolder.TOKENIZER)
     result, trainer = train_run(config, GPTTask, tmp_path / "run", tokenizer, resume=True, progress=False)
     assert (
         result.step == 6
         and backends(trainer.model) == {winner}
         and "as this run recorded it" in capsys.readouterr().out
     )
-    assert ckpt.load_state(tmp_path / "run" / ckpt.STATE)["attention"] == state["attention"]
+    assert runfolder.read_state(tmp_path / "run" / runfolder.STATE).attention == state.attention
     # a new run of the same shapes: the cache answers
     capsys.readouterr()
     train_run(tiny_run_config(text_file, max_iters=2), GPTTask, tmp_path / "again", progress=False)
     assert f"attention: {winner} 20k tokens/s" in (out := capsys.readouterr().out) and "from the cache" in out
-    assert ckpt.load_state(tmp_path / "again" / ckpt.STATE)["attention"]["source"] == "cache"
+    assert runfolder.read_state(tmp_path / "again" / runfolder.STATE).attention.source == "cache"
 
 
 def test_measuring_leaves_no_trace_in_training(text_file, tmp_path, empty_cache):
@@ -155,14 +154,14 @@ def test_a_candidate_that_runs_out_of_memory_is_left_out_and_nothing_is_cached(e
 def test_a_broken_attention_record_is_measured_again_on_resume_and_ignored_by_info(text_file, tmp_path, capsys, record):
     config = tiny_run_config(text_file, max_iters=2)
     train_run(config, GPTTask, tmp_path / "run", progress=False)
-    state = ckpt.load_state(tmp_path / "run" / ckpt.STATE)
-    state["attention"] = record
-    torch.save(state, tmp_path / "run" / ckpt.STATE)
+    state = runfolder.read_state(tmp_path / "run" / runfolder.STATE).to_dict()
+    state["attention"] = record  # as written by hand, or by a version that recorded other fields
+    torch.save(state, tmp_path / "run" / runfolder.STATE)
     capsys.readouterr()
     assert main(["info", str(tmp_path / "run")]) == 0
     assert "attention:" not in capsys.readouterr().out
     assert backends(load_run(tmp_path / "run").model) == {"auto"}  # nothing usable to apply
     config.train.max_iters = 3
-    tokenizer = GPTTask.load_tokenizer(tmp_path / "run" / ckpt.TOKENIZER)
+    tokenizer = GPTTask.load_tokenizer(tmp_path / "run" / runfolder.TOKENIZER)
     result, trainer = train_run(config, GPTTask, tmp_path / "run", tokenizer, resume=True, progress=False)
     assert result.step == 3 and trainer.attention.name in ("sdpa", "manual") and not trainer.attention_reused

@@ -4,6 +4,7 @@ import pickle
 import pytest
 import torch
 
+from tinyformer import runfolder
 from tinyformer.errors import UserError
 from tinyformer.models.gpt import GPTConfig, MiniGPT
 from tinyformer.train import checkpoint as ckpt
@@ -24,7 +25,7 @@ def test_weights_round_trip_and_leave_no_temp_file(tmp_path):
 
 def test_failed_write_keeps_the_old_file(tmp_path):
     target = tmp_path / "state.pt"
-    ckpt.save_state({"step": 1}, target)
+    ckpt.save_state(runfolder.TrainerState(1, 2.0, 0.5, 8, optimizer={}, rng={}), target)
     before = target.read_bytes()
 
     def broken(tmp):
@@ -46,9 +47,9 @@ def test_corrupt_or_mismatched_checkpoints_are_user_errors(tmp_path):
         ckpt.load_weights(small(), tmp_path / "other.safetensors")
     (tmp_path / "bad.pt").write_bytes(b"PK\x03\x04 truncated")
     with pytest.raises(UserError, match="bad.pt is corrupt"):
-        ckpt.load_state(tmp_path / "bad.pt")
+        runfolder.read_state(tmp_path / "bad.pt")
     with pytest.raises(UserError, match="missing"):
-        ckpt.load_state(tmp_path / "absent.pt")
+        runfolder.read_state(tmp_path / "absent.pt")
 
 
 class Evil:
@@ -60,7 +61,7 @@ def test_trainer_state_is_loaded_without_running_pickled_code(tmp_path):
     path = tmp_path / "evil.pt"
     torch.save({"x": Evil()}, path)
     with pytest.raises(UserError, match="holds Python objects a trainer state never has; refused") as e:
-        ckpt.load_state(path)
+        runfolder.read_state(path)
     assert "\x1b" not in str(e.value) and str(e.value).count("\n") == 0
     assert pickle.loads(pickle.dumps(1)) == 1
 
@@ -76,12 +77,12 @@ def test_a_full_disk_reported_by_torch_is_named_and_leaves_no_temp_file(tmp_path
 
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda _: usage(10**9, 10**9, 0))
-    (tmp_path / ckpt.STATE).write_bytes(b"the previous checkpoint")
-    parts = {ckpt.WEIGHTS: lambda p: p.write_bytes(b"w"), ckpt.STATE: torch_write_fails}
+    (tmp_path / runfolder.STATE).write_bytes(b"the previous checkpoint")
+    parts = {runfolder.WEIGHTS: lambda p: p.write_bytes(b"w"), runfolder.STATE: torch_write_fails}
     with pytest.raises(UserError, match=r"cannot save step 30 .* \(the disk is full\); .*resumable at step 20"):
         ckpt.save_checkpoint(tmp_path, parts, 30, last=20)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [ckpt.STATE]  # untouched, nothing left beside it
-    assert (tmp_path / ckpt.STATE).read_bytes() == b"the previous checkpoint"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [runfolder.STATE]  # untouched, nothing left beside it
+    assert (tmp_path / runfolder.STATE).read_bytes() == b"the previous checkpoint"
 
 
 def test_a_crafted_commit_record_renames_nothing_outside_the_checkpoint(tmp_path):
@@ -90,13 +91,13 @@ def test_a_crafted_commit_record_renames_nothing_outside_the_checkpoint(tmp_path
     run.mkdir()
     victim.write_text("mine")
     names = [str(victim), "../victim.txt"]
-    (run / ckpt.COMMIT).write_text(json.dumps({"step": 1, "files": names}))
+    (run / runfolder.COMMIT).write_text(json.dumps({"step": 1, "files": names}))
     for name in names:  # the temp file each name would be renamed from, crafted too
         tmp = run / f".{name}.tmp"
         tmp.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text("evil")
     ckpt.recover(run)
-    assert victim.read_text() == "mine" and not (run / ckpt.COMMIT).exists()
+    assert victim.read_text() == "mine" and not (run / runfolder.COMMIT).exists()
 
 
 def test_only_a_tinyformer_run_that_never_saved_is_called_one(tmp_path):
@@ -105,11 +106,11 @@ def test_only_a_tinyformer_run_that_never_saved_is_called_one(tmp_path):
     (hf / "config.json").write_text('{"model_type": "bert"}')
     (hf / "tokenizer.json").write_text("{}")
     (hf / "model-00001-of-00002.safetensors").write_bytes(b"x")
-    assert not ckpt.never_saved(hf)
+    assert not runfolder.never_saved(hf)
     run = tmp_path / "run"
     run.mkdir()
     (run / "config.json").write_text('{"task": "gpt", "train": {}}')
     (run / "tokenizer.json").write_text("{}")
-    assert ckpt.never_saved(run)
-    (run / ckpt.BEST).write_bytes(b"x")  # trimmed to its best weights: not a run that never saved
-    assert not ckpt.never_saved(run)
+    assert runfolder.never_saved(run)
+    (run / runfolder.BEST).write_bytes(b"x")  # trimmed to its best weights: not a run that never saved
+    assert not runfolder.never_saved(run)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -16,7 +17,7 @@ import torch
 from tests.cli_helpers import user_error
 from tests.conftest import tiny_run_config
 from tests.processes import start
-from tinyformer import config
+from tinyformer import config, runfolder
 from tinyformer.device import seed_everything
 from tinyformer.errors import UserError
 from tinyformer.runs import prepare_run
@@ -35,8 +36,8 @@ def trainer(text_file, run_dir, resume=False):
     task = GPTTask.prepare(cfg)
     t = Trainer(task.build_model(), task, cfg.train, run_dir, resume=resume, progress=False)
     if not resume:  # what `train` writes as a run starts, before its first save
-        ckpt.save_json(run_dir / ckpt.CONFIG, config.to_dict(task.config))
-        task.tokenizer.save(run_dir / ckpt.TOKENIZER)
+        ckpt.save_json(run_dir / runfolder.CONFIG, config.to_dict(task.config))
+        task.tokenizer.save(run_dir / runfolder.TOKENIZER)
     return t
 
 
@@ -76,7 +77,7 @@ class Faults:
 
 def train_until(text_file, run_dir, monkeypatch, fault: Faults | None, until: int | None = None):
     """Train the tiny run (saves at 4, 8, 12), from the start or resumed, with `fault` armed for its last save."""
-    t = trainer(text_file, run_dir, resume=(run_dir / ckpt.CONFIG).exists())
+    t = trainer(text_file, run_dir, resume=(run_dir / runfolder.CONFIG).exists())
     if fault is None:
         t.fit(until=until)
         return t
@@ -122,14 +123,14 @@ def test_a_kill_or_a_full_disk_at_any_step_of_a_save_resumes_bit_exactly(text_fi
                 train_until(text_file, run_dir, monkeypatch, fault, until=4 if first else 12)
             assert not list(run_dir.glob(".*.tmp")), (k, how)  # a failed save cleans up after itself
         monkeypatch.undo()
-        if first and not ckpt.is_run(run_dir):
+        if first and not runfolder.is_run(run_dir):
             for where in (dict(resume=run_dir), dict(out=run_dir)):  # --resume RUN and --out RUN say the same
                 with pytest.raises(UserError, match="stopped before its first checkpoint.*rm -r"):
                     prepare_run("gpt", **where)
             outcomes["never saved"] += 1
             continue
         resumed = trainer(text_file, run_dir, resume=True)
-        assert not list(run_dir.glob(".*.tmp")) and not (run_dir / ckpt.COMMIT).exists(), (k, how)
+        assert not list(run_dir.glob(".*.tmp")) and not (run_dir / runfolder.COMMIT).exists(), (k, how)
         resumed.fit()
         got = weights(resumed)
         assert all(torch.equal(expected[n], got[n]) for n in expected), f"{how} at step {k} ({steps[k]})"
@@ -160,7 +161,7 @@ def test_a_second_writer_is_refused_and_a_stale_lock_is_not(text_file, tmp_path)
     cmd = [sys.executable, "-m", "tinyformer", "train", "gpt", "--data", str(text_file), *sets, "--out", str(out)]
     first = start(cmd, sigint="default", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
-    while not (out / ckpt.STATE).exists() and time.time() < deadline:
+    while not (out / runfolder.STATE).exists() and time.time() < deadline:
         time.sleep(0.2)
     try:
         new, resume = (
@@ -174,9 +175,9 @@ def test_a_second_writer_is_refused_and_a_stale_lock_is_not(text_file, tmp_path)
     finally:
         first.send_signal(signal.SIGINT)
         first.communicate(timeout=60)
-    assert first.returncode == 130 and not (out / ckpt.LOCK).exists()
-    (out / ckpt.LOCK).write_text("999999\n")  # left behind by a process that no longer exists
-    step = ckpt.load_state(out / ckpt.STATE)["step"]
+    assert first.returncode == 130 and not (out / runfolder.LOCK).exists()
+    (out / runfolder.LOCK).write_text("999999\n")  # left behind by a process that no longer exists
+    step = runfolder.read_state(out / runfolder.STATE).step
     r = cli("train", "gpt", "--resume", str(out), "--set", f"train.max_iters={step + 1}")
     assert r.returncode == 0 and f"done: step {step + 1}" in r.stdout, r.stderr
 
@@ -193,7 +194,7 @@ def test_two_runs_started_together_into_one_folder_do_not_interleave(text_file, 
     assert sorted(code for code, _ in results) == [0, 2], results
     refusal = next(err for code, err in results if code == 2)
     assert ("is in use" in refusal or "is not empty" in refusal) and "Traceback" not in refusal
-    steps = [json.loads(line)["step"] for line in (out / ckpt.METRICS).read_text().splitlines()]
+    steps = [json.loads(line)["step"] for line in (out / runfolder.METRICS).read_text().splitlines()]
     assert (
         steps == sorted(steps) and len([s for s in steps]) == 40 + 3
     )  # one writer: 40 train rows, 3 evaluations (0, 20, 40)
@@ -205,11 +206,10 @@ def test_a_folder_whose_two_files_disagree_continues_only_with_inexact_from_its_
     run_dir = tmp_path / "old"
     t = train_until(text_file, run_dir, None, None, until=8)
     t.fit(until=11)  # weights from further on, then written alone, as a kill between the two files left them
-    state = ckpt.load_state(run_dir / ckpt.STATE)
+    state = runfolder.read_state(run_dir / runfolder.STATE)
     later = weights(t)
-    ckpt.save_weights(t.model, run_dir / ckpt.WEIGHTS, step=10)
-    state["step"] = 8
-    ckpt.save_state(state, run_dir / ckpt.STATE)
+    ckpt.save_weights(t.model, run_dir / runfolder.WEIGHTS, step=10)
+    ckpt.save_state(dataclasses.replace(state, step=8), run_dir / runfolder.STATE)
     with pytest.raises(ckpt.StaleCheckpoint, match="--inexact continues from the weights"):
         trainer(text_file, run_dir, resume=True)
     cfg = tiny_run_config(text_file, dropout=0.1, backend="sdpa")

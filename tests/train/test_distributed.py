@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from tests.processes import start
+from tinyformer.runfolder import STATE, read_state
 from tinyformer.train import distributed
 from tinyformer.train.distributed import World
 
@@ -70,8 +71,8 @@ def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path, te
     assert a[0] - a[-1] > 0.3  # it trained: the comparison is not between two flat lines
     assert two.stdout.count("done: step 20") == 1  # rank 0 alone prints
     assert "Warning" not in two.stderr, two.stderr  # no deprecation notice per rank (DDP's buffer option)
-    state = [torch.load(tmp_path / r / "trainer_state.pt", weights_only=True) for r in ("one", "two")]
-    assert state[0]["tokens_seen"] == state[1]["tokens_seen"] == 20 * 8 * 32
+    state = [read_state(tmp_path / r / STATE) for r in ("one", "two")]
+    assert state[0].tokens_seen == state[1].tokens_seen == 20 * 8 * 32
 
 
 @pytest.mark.slow
@@ -86,7 +87,7 @@ def test_an_interrupted_two_process_run_resumes_in_one_process_and_back(tmp_path
     stdout, stderr = proc.communicate(timeout=120)
     assert "interrupted at step" in stdout, stdout + stderr
     step = int(stdout.split("interrupted at step ")[1].split(";")[0])
-    assert torch.load(out / "trainer_state.pt", weights_only=True)["step"] == step
+    assert read_state(out / STATE).step == step
     one = [sys.executable, "-m", "tinyformer", "train", "gpt", "--resume", str(out)]
     r = run([*one, *sets(f"train.max_iters={step + 3}")])  # DDP checkpoint -> one process
     assert f"done: step {step + 3}" in r.stdout

@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from tinyformer import device as dev
+from tinyformer import runfolder
 from tinyformer.config import RunConfig, TrainConfig
 from tinyformer.errors import UserError
 from tinyformer.models.gpt import GPTConfig
 from tinyformer.runs import load_run, train_run
 from tinyformer.tasks import GPTTask
-from tinyformer.train import checkpoint as ckpt
 
 CPU = torch.device("cpu")
 
@@ -94,7 +94,7 @@ def test_bf16_and_fp16_train_to_the_loss_of_fp32(text_file, tmp_path):
     for precision in ("fp32", "bf16", "fp16"):
         result, _ = train_run(_config(text_file, precision, 200), GPTTask, tmp_path / precision, progress=False)
         losses[precision] = result.best_val
-        assert ckpt.load_state(tmp_path / precision / ckpt.STATE)["precision"] == precision
+        assert runfolder.read_state(tmp_path / precision / runfolder.STATE).precision == precision
     assert abs(losses["bf16"] - losses["fp32"]) < 0.01, losses
     assert abs(losses["fp16"] - losses["fp32"]) < 0.01, losses
     assert len(set(losses.values())) == 3, losses  # not bit-identical: autocast did change the arithmetic
@@ -114,4 +114,4 @@ def test_fp16_gradients_that_overflow_are_skipped_not_called_divergence(text_fil
     result = trainer.fit()
     assert result.status == "finished", result.reason
     assert trainer.scaler.get_scale() < 2.0**50  # it did overflow, and backed off
-    assert ckpt.load_state(tmp_path / "run" / ckpt.STATE)["grad_scaler"]["scale"] == trainer.scaler.get_scale()
+    assert runfolder.read_state(tmp_path / "run" / runfolder.STATE).grad_scaler["scale"] == trainer.scaler.get_scale()

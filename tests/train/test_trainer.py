@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from tests.conftest import tiny_run_config
+from tinyformer import runfolder
 from tinyformer.config import TrainConfig
 from tinyformer.device import seed_everything
 from tinyformer.models.gpt import GPTConfig, MiniGPT
@@ -33,6 +34,9 @@ class FixedBatch:
 
     def batch_tokens(self, batch):
         return batch[0].numel()
+
+    def seek(self, batches):
+        pass  # batches don't follow each other
 
 
 @pytest.mark.slow
@@ -99,8 +103,8 @@ def test_sigint_saves_a_checkpoint_that_resumes_exactly(text_file, tmp_path):
     finally:
         signal.signal(signal.SIGINT, before)
     assert result.status == "interrupted" and result.step == 3  # the step in flight was finished
-    assert ckpt.load_state(tmp_path / "sig" / ckpt.STATE)["step"] == 3
-    assert (tmp_path / "sig" / ckpt.LOSS_PNG).is_file()
+    assert runfolder.read_state(tmp_path / "sig" / runfolder.STATE).step == 3
+    assert (tmp_path / "sig" / runfolder.LOSS_PNG).is_file()
     assert restored is signal.default_int_handler  # the caller's handler is restored
     resumed = make_trainer(text_file, tmp_path / "sig", resume=True)
     resumed.fit()
@@ -137,12 +141,12 @@ def test_best_checkpoint_is_kept_apart_from_the_latest(text_file, tmp_path):
     t = Trainer(task.build_model(), task, cfg.train, tmp_path, progress=False)
     assert t.fit().best_val == 1.0
     best = task.build_model()
-    ckpt.load_weights(best, tmp_path / ckpt.BEST)
+    ckpt.load_weights(best, tmp_path / runfolder.BEST)
     assert all(torch.equal(best.state_dict()[k], task.snapshots[2][k]) for k in task.snapshots[2])
     latest = task.build_model()
-    ckpt.load_weights(latest, tmp_path / ckpt.WEIGHTS)
+    ckpt.load_weights(latest, tmp_path / runfolder.WEIGHTS)
     assert all(torch.equal(latest.state_dict()[k], task.snapshots[3][k]) for k in task.snapshots[3])
-    rows = [json.loads(line) for line in (tmp_path / ckpt.METRICS).read_text().splitlines()]
+    rows = [json.loads(line) for line in (tmp_path / runfolder.METRICS).read_text().splitlines()]
     assert [(r["step"], r["loss"]) for r in rows if r["split"] == "val"] == [(0, 0.5), (4, 3.0), (8, 1.0), (12, 2.0)]
     assert [r["step"] for r in rows if r["split"] == "train"] == [2, 4, 6, 8, 10, 12]
 
@@ -155,7 +159,7 @@ def test_tensorboard_events_hold_the_logged_metrics(text_file, tmp_path):
     acc = EventAccumulator(str(tmp_path / "tb"))
     acc.Reload()
     tb = [(e.step, e.value) for e in acc.Scalars("val/loss")]
-    rows = [json.loads(line) for line in (tmp_path / ckpt.METRICS).read_text().splitlines()]
+    rows = [json.loads(line) for line in (tmp_path / runfolder.METRICS).read_text().splitlines()]
     logged = [(r["step"], r["loss"]) for r in rows if r["split"] == "val"]
     assert [s for s, _ in tb] == [s for s, _ in logged] == [0, 4, 8, 12]
     assert all(abs(a[1] - b[1]) < 1e-6 for a, b in zip(tb, logged))
@@ -182,7 +186,9 @@ def test_the_loss_plot_is_drawn_once_per_fit_not_at_every_save(tmp_path, monkeyp
     x, y = torch.randint(0, 20, (2, 8)), torch.randint(0, 20, (2, 8))
     cfg = TrainConfig(max_iters=4, eval_interval=1, eval_iters=1, log_interval=1, device="cpu", precision="fp32")
     drawn, saves = [], []
-    monkeypatch.setattr(ckpt, "plot_run", lambda run_dir: drawn.append(ckpt.read_metrics(run_dir / ckpt.METRICS)))
+    monkeypatch.setattr(
+        runfolder, "plot_run", lambda run_dir: drawn.append(runfolder.read_metrics(run_dir / runfolder.METRICS))
+    )
     real_save = ckpt.save_checkpoint
     monkeypatch.setattr(ckpt, "save_checkpoint", lambda *a, **k: saves.append(real_save(*a, **k)))
     Trainer(model, FixedBatch(x, y), cfg, tmp_path, progress=False).fit()
@@ -197,17 +203,17 @@ def test_stop_at_ends_the_run_at_the_first_evaluation_that_meets_it_and_a_resume
     met = make_trainer(text_file, tmp_path / "met", stop_at="loss<=100")  # met at the first evaluation after step 0
     result = met.fit()
     assert result.status == "finished" and result.step == 4  # eval_interval 4 of max_iters 12
-    state = ckpt.load_state(tmp_path / "met" / ckpt.STATE)
-    assert state["step"] == 4 and state["reached"] == "loss<=100 met at step 4"
-    ckpt.save_json(tmp_path / "met" / ckpt.CONFIG, {"train": {"max_iters": 12}})  # what train_run saves
+    state = runfolder.read_state(tmp_path / "met" / runfolder.STATE)
+    assert state.step == 4 and state.reached == "loss<=100 met at step 4"
+    ckpt.save_json(tmp_path / "met" / runfolder.CONFIG, {"train": {"max_iters": 12}})  # what train_run saves
     assert finished(tmp_path / "met")  # the study runner reuses it, it does not resume it
     again = make_trainer(text_file, tmp_path / "met", resume=True, stop_at="loss<=100")
     assert again.fit().step == 4  # resumed with the same target: nothing more to do
     longer = make_trainer(text_file, tmp_path / "met", resume=True)  # the target dropped: it trains on
     assert longer.fit().step == 12
     never = make_trainer(text_file, tmp_path / "never", stop_at="loss<=0")
-    assert never.fit().step == 12 and "reached" not in ckpt.load_state(tmp_path / "never" / ckpt.STATE)
-    ckpt.save_json(tmp_path / "never" / ckpt.CONFIG, {"train": {"max_iters": 20}})
+    assert never.fit().step == 12 and runfolder.read_state(tmp_path / "never" / runfolder.STATE).reached == ""
+    ckpt.save_json(tmp_path / "never" / runfolder.CONFIG, {"train": {"max_iters": 20}})
     assert not finished(tmp_path / "never")  # step 12 of 20, target not met: a resume would go on
 
 
@@ -224,3 +230,42 @@ def test_a_stop_at_metric_the_task_does_not_report_names_those_it_does(text_file
 
     with pytest.raises(UserError, match=r"exact_match>=0.5.*reports .*loss"):
         make_trainer(text_file, tmp_path / "x", stop_at="exact_match>=0.5").fit()
+
+
+# ---- the task contract: what the loop calls, every task has ------------------------------------------------
+def test_the_trainer_s_view_of_a_task_is_declared_by_the_task_contract():
+    """Each part the loop uses (`trainer.Task`) is defined on `tasks.base.Task`, `seek` with a default."""
+    from tinyformer.tasks.base import Task
+    from tinyformer.train import trainer
+
+    used = {n for n in vars(trainer.Task) if not n.startswith("_")} | set(trainer.Task.__annotations__)
+    assert "seek" in used and used <= set(dir(Task))
+    assert Task.seek is not None and Task.seek(object(), 8) is None  # "batches don't follow each other"
+
+
+def test_nothing_in_train_probes_a_task_for_what_it_has():
+    """hasattr/getattr on a task would be a part the contract does not declare."""
+    import ast
+    from pathlib import Path
+
+    import tinyformer.train
+
+    probes = []
+    for path in sorted(Path(tinyformer.train.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("hasattr", "getattr")
+            ):
+                if node.args and "task" in ast.unparse(node.args[0]):
+                    probes.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    assert probes == []
+
+
+def test_a_resumed_run_tells_its_task_how_many_micro_batches_were_drawn(text_file, tmp_path, monkeypatch):
+    told = []
+    monkeypatch.setattr(GPTTask, "seek", lambda self, batches: told.append(batches))
+    make_trainer(text_file, tmp_path / "run", grad_accum=2, backend="sdpa").fit(until=3)
+    make_trainer(text_file, tmp_path / "run", resume=True, grad_accum=2, backend="sdpa").fit(until=5)
+    assert told == [0, 6]  # 3 steps of 2 micro-batches drawn before the resumed fit

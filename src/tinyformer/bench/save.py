@@ -17,8 +17,8 @@ from pathlib import Path
 
 def run_save_benchmark(repeats: int, data: str | None) -> dict:
     from tinyformer.bench.train import _seed_recipe
+    from tinyformer.runfolder import STATE, WEIGHTS
     from tinyformer.tasks import GPTTask
-    from tinyformer.train import checkpoint as ckpt
     from tinyformer.train.trainer import Trainer
 
     config = _seed_recipe("fp32", data)
@@ -34,7 +34,7 @@ def run_save_benchmark(repeats: int, data: str | None) -> dict:
             t0 = time.perf_counter()
             trainer.save()
             seconds.append(time.perf_counter() - t0)
-        written = sum((trainer.run_dir / name).stat().st_size for name in (ckpt.WEIGHTS, ckpt.STATE))
+        written = sum((trainer.run_dir / name).stat().st_size for name in (WEIGHTS, STATE))
     ms = sorted(1e3 * s for s in seconds)
     figures = {"median_ms": statistics.median(ms), "min_ms": ms[0], "max_ms": ms[-1], "bytes": written}
     print(

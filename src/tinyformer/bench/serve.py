@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tinyformer.device import inference
 from tinyformer.errors import UserError
-from tinyformer.train import checkpoint as ckpt
+from tinyformer.runfolder import is_run
 
 PROMPT_SETTINGS = dict(temperature=0.8, top_k=40, seed=1)
 CHROMIUM = Path("/usr/bin/chromium")
@@ -32,7 +32,7 @@ def run_serve_benchmark(run: str | None, repeats: int, tokens: int = 200, client
     from tinyformer.runs import read_config
     from tinyformer.serve.app import STATIC, background, create_app
 
-    if run is None or not ckpt.is_run(run):
+    if run is None or not is_run(run):
         raise UserError("bench serve needs --run RUN, a language-model run folder (e.g. runs/demo)")
     config, task = read_config(Path(run))
     if "generate" not in task.views:

@@ -54,8 +54,8 @@ def _seed_recipe(precision: str | None = None, data: str | None = None, device: 
 
 def _measure_tinyformer(config, iters: int) -> tuple[list[float], list[float], str]:
     """-> (seconds, train loss) of each timed step of the Trainer, and its attention backend's line."""
+    from tinyformer.runfolder import METRICS, read_metrics
     from tinyformer.tasks import GPTTask
-    from tinyformer.train import checkpoint as ckpt
     from tinyformer.train.trainer import Trainer
 
     torch.manual_seed(config.train.seed)
@@ -64,7 +64,7 @@ def _measure_tinyformer(config, iters: int) -> tuple[list[float], list[float], s
     with tempfile.TemporaryDirectory() as run_dir:
         trainer = Trainer(task.build_model(), task, task.config.train, run_dir, progress=False)
         trainer.fit(until=WARMUP + iters)  # stops before any evaluation
-        rows = ckpt.read_metrics(Path(run_dir) / ckpt.METRICS)
+        rows = read_metrics(Path(run_dir) / METRICS)
     losses = [r["loss"] for r in rows if r["split"] == "train"]
     return trainer.step_seconds[WARMUP:], losses[WARMUP:], trainer.attention.line()
 

@@ -108,8 +108,8 @@ def add_info(p: argparse.ArgumentParser) -> None:
 
 def cmd_info(a: argparse.Namespace) -> int:
     from tinyformer.info import describe
+    from tinyformer.runfolder import plot_run
     from tinyformer.runs import load_run
-    from tinyformer.train.checkpoint import plot_run
 
     run = load_run(a.run, weights="latest")
     print(describe(run))

@@ -51,7 +51,7 @@ def cells(n_embd: int, n_head: int) -> list[Cell]:
 def quality(out: Path | None, quick: bool, data: str | None) -> tuple[Path, list[CellResult], str]:
     width = dict(n_embd=32, n_head=4) if quick else SEED_WIDTH  # --quick trains at width 32
     folder, results = run_study("attention-variants", cells(**width), out, quick, data)
-    rows = [[r.cell.name, r.cell.about, params(r), best_val(r), f"{r.run.state['train_seconds']:.0f}"] for r in results]
+    rows = [[r.cell.name, r.cell.about, params(r), best_val(r), f"{r.run.state.train_seconds:.0f}"] for r in results]
     table = markdown_table(["cell", "what changes", "parameters", "best val loss", "train s"], rows)
     samples = "\n\n".join(f"**{r.cell.name}**\n\n```\n{sample_text(r, 200)}\n```" for r in results)
     curves = {r.cell.name: r.series("val", "loss") for r in results}

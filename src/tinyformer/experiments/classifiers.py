@@ -136,7 +136,7 @@ def rows_of(results: list[CellResult], task: ClassifyTask) -> list[dict]:
                 "acc": t["acc"],
                 "macro_f1": t["macro_f1"],
                 "val_acc": val,
-                "train_s": r.run.state["train_seconds"],
+                "train_s": r.run.state.train_seconds,
                 "ex_s": inference_speed(task, r),
             }
         )
@@ -212,7 +212,7 @@ def mlm_section(mlm: CellResult) -> str:
         "## Masked-LM pretraining\n\n"
         f"BERT-style encoder, {c.model.n_layer} layers x {c.model.n_head} heads x {c.model.n_embd} wide, "
         f"{count_parameters(mlm.run.model):,} parameters, {c.train.max_iters} steps of "
-        f"{c.train.batch_size} windows of {c.data.seq_len} tokens, {mlm.run.state['train_seconds']:.0f} s. "
+        f"{c.train.batch_size} windows of {c.data.seq_len} tokens, {mlm.run.state.train_seconds:.0f} s. "
         f"On the held-out last {c.data.val_fraction:.0%} of the text ({m['masked']:,} masked tokens, fixed masks), "
         f"best at step {m['step']}: **masked-token accuracy {m['masked_acc']:.4f}, perplexity "
         f"{m['perplexity']:.1f}** (loss {m['loss']:.4f}).\n\n"

@@ -83,14 +83,14 @@ def budget_of(r: CellResult) -> str:
 def finished_cell(run_dir: Path) -> CellResult | None:
     """A finished run of the bake-off in the folder, read as it is; None when it is not (yet) there."""
     from tinyformer.experiments.runner import finished
+    from tinyformer.runfolder import METRICS, read_metrics
     from tinyformer.runs import load_run
-    from tinyformer.train import checkpoint as ckpt
 
     if not finished(run_dir) or not (run_dir / TEST_JSON).is_file():
         return None
     run = load_run(run_dir, weights="latest")
     about = next((text for prefix, text in GROUPS.items() if run_dir.name.startswith(prefix)), "")
-    return CellResult(Cell(run_dir.name, about=about), run, ckpt.read_metrics(run_dir / ckpt.METRICS), True)
+    return CellResult(Cell(run_dir.name, about=about), run, read_metrics(run_dir / METRICS), True)
 
 
 def minilm_report(results: list[CellResult], others: list[CellResult], folder: Path, quick: bool) -> Path:
@@ -99,7 +99,7 @@ def minilm_report(results: list[CellResult], others: list[CellResult], folder: P
     if others:  # the bake-off's cells encode the same split with their own tokenizer
         rows += rows_of(others, ClassifyTask.prepare(others[0].run.config, others[0].run.tokenizer))
     base, c = task.majority("test"), task.config
-    steps = [r.run.state["train_seconds"] / r.run.state["step"] for r in results]
+    steps = [r.run.state.train_seconds / r.run.state.step for r in results]
     summary = []
     for prefix, about in GROUPS.items():
         picked = [r for r in rows if r["cell"].startswith(prefix)]
@@ -118,7 +118,7 @@ def minilm_report(results: list[CellResult], others: list[CellResult], folder: P
         f"{c.train.max_iters} steps of batch {c.train.batch_size}, texts cut to {c.data.seq_len} tokens, lr "
         f"{c.train.lr:g} ({c.train.schedule}, warmup {c.train.warmup_iters}, floor {c.train.min_lr:g}), dropout "
         f"{c.model.dropout}, mean pooling; a step took {statistics.mean(steps):.1f} s on average, and the "
-        f"{len(results)} MiniLM runs trained for {sum(r.run.state['train_seconds'] for r in results):.0f} s in all. "
+        f"{len(results)} MiniLM runs trained for {sum(r.run.state.train_seconds for r in results):.0f} s in all. "
         "The small-Transformer rows, when present, are read from their run folders as they are (their own "
         "tokenizer; their budget is in the table).",
         "",

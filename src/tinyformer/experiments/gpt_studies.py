@@ -105,7 +105,7 @@ def ablation(out: Path | None = None, quick: bool = False, data: str | None = No
     ids = {n: torch.tensor(base.run.tokenizer.encode(s)) for n, s in samples.items()}
     judged = {n: text_loss(base.run.model, x) for n, x in ids.items()}
     rows = [
-        [r.cell.name, r.cell.about, params(r), best_val(r), judged[r.cell.name], f"{r.run.state['train_seconds']:.0f}"]
+        [r.cell.name, r.cell.about, params(r), best_val(r), judged[r.cell.name], f"{r.run.state.train_seconds:.0f}"]
         for r in results
     ]
     cols = ["cell", "what changes", "parameters", "best val loss", "its sample's loss under baseline", "train s"]
@@ -169,11 +169,11 @@ def scale(out: Path | None = None, quick: bool = False, data: str | None = None)
     plot_series(timed, folder / "loss_vs_time.png", "training seconds", "val loss", "Scale: val loss per second")
     rows, ratios = [], {}
     for r in results:
-        n, tokens = params(r), r.run.state["tokens_seen"]
+        n, tokens = params(r), r.run.state.tokens_seen
         ratios[r.cell.name] = tokens / n
         rows.append(
             [r.cell.name, r.cell.about, param_count(r.run.config.model), n, f"{tokens:,}", f"{tokens / n:.1f}"]
-            + [best_val(r), f"{r.run.state['train_seconds']:.0f}"]
+            + [best_val(r), f"{r.run.state.train_seconds:.0f}"]
         )
     cols = ["cell", "model", "params (formula)", "params (counted)", "tokens seen", "tokens/param", "best val loss"]
     parts = [
@@ -200,14 +200,14 @@ def scale(out: Path | None = None, quick: bool = False, data: str | None = None)
 def chinchilla_paragraph(results: list[CellResult], ratios: dict[str, float]) -> str:
     base, *bigger = results
     best = min(results, key=best_val)
-    same_time = min(r.run.state["train_seconds"] for r in results)
+    same_time = min(r.run.state.train_seconds for r in results)
     at_budget = {r.cell.name: _loss_within(r, same_time) for r in results}
     winner = min((n for n in at_budget if math.isfinite(at_budget[n])), key=lambda n: at_budget[n])
     needed = {r.cell.name: CHINCHILLA_TOKENS_PER_PARAM * params(r) for r in results}
     lines = [
         f"Chinchilla's rule of thumb is ~{CHINCHILLA_TOKENS_PER_PARAM} training tokens per parameter for the "
         "lowest loss at a fixed compute budget. These runs all take the same number of steps on the same "
-        f"batches, so they see the same {base.run.state['tokens_seen']:,} tokens: "
+        f"batches, so they see the same {base.run.state.tokens_seen:,} tokens: "
         + ", ".join(f"{n} {ratios[n]:.1f} tokens/param" for n in ratios)
         + ". Compute-optimal training would need "
         + ", ".join(f"{needed[n]:,} tokens for {n}" for n in needed)
@@ -263,7 +263,7 @@ def same_size(results: list[CellResult]) -> list[str]:
     """MiniGPT (learned positions) beside the Llama-style GPT: parameters, val loss, training tokens/s."""
     rows = []
     for r in (r for r in results if r.cell.name in ("learned", "llama")):
-        seconds, tokens = r.run.state["train_seconds"], r.run.state["tokens_seen"]
+        seconds, tokens = r.run.state.train_seconds, r.run.state.tokens_seen
         rows.append([r.cell.name, f"{params(r):,}", best_val(r), f"{tokens / seconds:,.0f}" if seconds else "n/a"])
     return [
         "MiniGPT (learned positions, LayerNorm, GELU) and the Llama-style GPT, at the same size and steps:",

@@ -65,7 +65,7 @@ def run(out: Path | None = None, quick: bool = False, data: str | None = None) -
     train = {r.cell.name: r.series("train", "loss") for r in results}
     plot_series(train, folder / "train_loss.png", "step", "train loss", "Training practice: train loss")
     rows = [
-        [r.cell.name, r.cell.about, best_val(r), f"{r.run.state['train_seconds']:.0f}", f"{saved_mib(r):.1f}"]
+        [r.cell.name, r.cell.about, best_val(r), f"{r.run.state.train_seconds:.0f}", f"{saved_mib(r):.1f}"]
         for r in results
     ]
     bf16 = "yes" if native_bf16(torch.device("cpu")) else "no (bf16 is emulated: slower, not faster)"

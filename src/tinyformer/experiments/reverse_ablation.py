@@ -25,8 +25,8 @@ from tinyformer.experiments.report import figure, markdown_table, study_folder, 
 from tinyformer.experiments.runner import Cell, CellResult, run_grid
 from tinyformer.models import count_parameters
 from tinyformer.plots import plot_series
+from tinyformer.runfolder import CONFIG, saved_config
 from tinyformer.tasks.reverse import cross_alignment
-from tinyformer.train import checkpoint as ckpt
 
 PROBE = "7 3 0 9 5 1 8"
 WARMUP1_LR = f"train.lr={128**-0.5:.6f}"  # Noam with warmup 1 peaks at d^-1/2 (our lr is the peak)
@@ -106,7 +106,7 @@ QUICK = [
 
 def precision_text(results: list[CellResult]) -> str:
     """What `train.precision=auto` became in these runs (each records it): bf16 autocast or fp32."""
-    used = sorted({str(r.run.state.get("precision", "fp32")) for r in results})
+    used = sorted({r.run.state.precision or "fp32" for r in results})
     return " and ".join("bf16 autocast" if p == "bf16" else p for p in used)
 
 
@@ -129,7 +129,7 @@ def summary_rows(results: list[CellResult]) -> list[list]:
                 em[-1][1] if em else math.nan,
                 min(loss) if loss else math.nan,
                 "-" if align is None else f"{align:.3f}",
-                f"{r.run.state['train_seconds']:.0f}",
+                f"{r.run.state.train_seconds:.0f}",
             ]
         )
     return rows
@@ -146,7 +146,7 @@ def per_epoch_table(results: list[CellResult], names: tuple[str, ...]) -> str:
     """Exact match after each epoch, one column per cell; "done" once a cell has stopped at 0.99 (DONE)."""
     chosen = [r for r in results if r.cell.name in names]
     series = {r.cell.name: {round(s / epochs(r), 1): v for s, v in r.series("val", "exact_match")} for r in chosen}
-    ended = {r.cell.name: bool(r.run.state.get("reached")) for r in chosen}
+    ended = {r.cell.name: bool(r.run.state.reached) for r in chosen}
     marks = sorted({e for s in series.values() for e in s})
     rows = [
         [f"{e:g}", *(series[n].get(e, "done" if ended[n] and e > max(series[n]) else math.nan) for n in series)]
@@ -300,8 +300,7 @@ def check_saved_cells(grid: list[Cell], folder: Path) -> None:
     """A cell folder whose saved config lacks the cell's own overrides holds some other run (e.g. "default-init"
     once meant `embedding_init=default`): it would be reused as it is, so stop, in one line, instead."""
     for cell in grid:
-        path = folder / cell.name / ckpt.CONFIG
-        saved = ckpt.load_json(path) if path.is_file() else None
+        saved = saved_config(folder / cell.name) if (folder / cell.name / CONFIG).is_file() else None
         wanted = {tuple(k): v for k, v in map(parse_override, cell.overrides)}  # the last of a key wins, as in a run
         for (section, key), value in wanted.items() if saved else []:
             if section != "train" and saved.get(section, {}).get(key) != value:  # its budget may differ (cut, extended)

@@ -17,8 +17,8 @@ from pathlib import Path
 from tinyformer import config as cfg
 from tinyformer import interrupt
 from tinyformer.files import make_dir
+from tinyformer.runfolder import CONFIG, LOCK, METRICS, STATE, is_run, read_metrics, read_state, saved_config
 from tinyformer.runs import Run, load_run, prepare_run, train_run
-from tinyformer.train import checkpoint as ckpt
 
 
 @dataclass
@@ -40,29 +40,29 @@ class CellResult:
 
 
 def finished(run_dir: Path) -> bool:
-    if not (run_dir / ckpt.STATE).is_file():
+    if not (run_dir / STATE).is_file():
         return False
-    config, state = ckpt.load_json(run_dir / ckpt.CONFIG), ckpt.load_state(run_dir / ckpt.STATE)
-    return state["step"] >= config["train"]["max_iters"] or bool(state.get("reached"))  # train.stop_at met
+    config, state = saved_config(run_dir), read_state(run_dir / STATE)
+    return state.step >= config["train"]["max_iters"] or bool(state.reached)  # train.stop_at met
 
 
 def run_cell(task: str, base: list[dict], extra: list[str], cell: Cell, folder: Path) -> CellResult:
     run_dir = folder / cell.name
     reused = finished(run_dir)
     if not reused:
-        resume = run_dir if ckpt.is_run(run_dir) else None  # a checkpoint, or a save a kill cut short
+        resume = run_dir if is_run(run_dir) else None  # a checkpoint, or a save a kill cut short
         overrides = [] if resume else [*extra, *cell.overrides]
         config, task_cls, run_dir, tokenizer = prepare_run(task, base, overrides, run_dir, resume)
         twin = None if resume else same_run(config, folder.parent, run_dir)
         if twin is not None:  # another study trained this very config: its run is this cell's
             print(f"== {cell.name}: the same config as {twin} (finished): copied, not trained again")
-            shutil.copytree(twin, run_dir, ignore=shutil.ignore_patterns(ckpt.LOCK, "*.tmp*"))
+            shutil.copytree(twin, run_dir, ignore=shutil.ignore_patterns(LOCK, "*.tmp*"))
             return run_cell(task, base, extra, cell, folder)
         print(f"== {cell.name}: {cell.about or ' '.join(cell.overrides) or 'the base config'}")
         result, _ = train_run(config, task_cls, run_dir, tokenizer, resume=bool(resume))
         if result.status != "finished":  # an interrupted cell stops the experiment; rerunning resumes it
             raise interrupt.Stopped(result.signal or signal.SIGINT)
-    rows = ckpt.read_metrics(run_dir / ckpt.METRICS)
+    rows = read_metrics(run_dir / METRICS)
     return CellResult(cell, load_run(run_dir, weights="latest"), rows, reused)  # the model the curves end at
 
 
@@ -76,8 +76,8 @@ def same_run(config, studies: Path, run_dir: Path) -> Path | None:
     for section, key in DERIVED:
         if not want.get(section, {}).get(key, True):
             del want[section][key]
-    for saved in sorted(studies.glob(f"*/*/{ckpt.CONFIG}")):
-        other, have = saved.parent, ckpt.load_json(saved)
+    for saved in sorted(studies.glob(f"*/*/{CONFIG}")):
+        other, have = saved.parent, saved_config(saved.parent)
         for section, key in DERIVED:
             if key not in want.get(section, {}) and isinstance(have.get(section), dict):
                 have[section].pop(key, None)

@@ -100,7 +100,7 @@ def by_init(results: list[CellResult], score) -> list[list]:
     for about, runs in rows.items():
         figures = [score(test_json(r)) for r in runs]
         columns = [mean_sd([f[k] for f in figures]) for k in figures[0]]
-        seconds = statistics.mean(r.run.state["train_seconds"] for r in runs)
+        seconds = statistics.mean(r.run.state.train_seconds for r in runs)
         c = runs[0].run.config.train
         params = count_parameters(runs[0].run.model)
         table.append([about, len(runs), f"{params:,}", *columns, f"{c.max_iters} x {c.batch_size}", f"{seconds:.0f}"])

@@ -43,10 +43,10 @@ def run(out: Path | None = None, quick: bool = False, data: str | None = None) -
     curves = {n: [(t, v) for (_, t), (_, v) in zip(times[n], r.series("val", "bpc"), strict=True)] for n, r in
               ((r.cell.name, r) for r in results)}  # fmt: skip
     plot_series(curves, folder / "bpc_vs_time.png", "training seconds", "val bits per character", "Characters vs BPE")
-    same = min(r.run.state["train_seconds"] for r in results)
+    same = min(r.run.state.train_seconds for r in results)
     rows = []
     for r in results:
-        secs, tokens = r.run.state["train_seconds"], r.run.state["tokens_seen"]
+        secs, tokens = r.run.state.train_seconds, r.run.state.tokens_seen
         cpt = 1.0 / (r.series("val", "bpc")[-1][1] / r.series("val", "loss")[-1][1] * math.log(2))
         rows.append(
             [r.cell.name, r.run.tokenizer.vocab_size, params(r), f"{cpt:.2f}", f"{tokens / secs:,.0f}"]

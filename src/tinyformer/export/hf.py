@@ -26,7 +26,7 @@ from tinyformer.errors import UserError
 from tinyformer.files import atomic_write, make_dir, output_path, write_text
 from tinyformer.models import hf_lm
 from tinyformer.models.gpt import MiniGPT
-from tinyformer.train import checkpoint as ckpt
+from tinyformer.runfolder import is_run
 
 
 def export_hf(model: MiniGPT, out: str | Path, tokenizer=None, force: bool = False) -> Path:
@@ -52,7 +52,7 @@ def export_hf(model: MiniGPT, out: str | Path, tokenizer=None, force: bool = Fal
 
 def check_target(out: Path, force: bool) -> Path:
     output_path(out, folder=True)
-    if ckpt.is_run(out):
+    if is_run(out):
         raise UserError(f"{str(out)!r} is a tinyformer run folder; export into a new folder")
     if out.is_dir() and any(out.iterdir()) and not force:
         raise UserError(f"{str(out)!r} is not empty; give a new folder, or --force to overwrite what is there")

@@ -29,6 +29,7 @@ from torch import nn
 from tinyformer.errors import UserError
 from tinyformer.extras import need
 from tinyformer.files import make_dir
+from tinyformer.runfolder import TOKENIZER
 
 TOLERANCE = 1e-4  # largest |onnxruntime - PyTorch| accepted on the fixed inputs
 GREEDY_TOKENS = 100  # a language model's greedy tokens compared
@@ -142,10 +143,10 @@ def export_onnx(run, out: str | Path, attention: bool = False, force: bool = Fal
         result = _reversal(model, run, out)
     else:
         raise UserError(f"export onnx takes gpt and reverse runs; this one is a {run.config.task!r} run")
-    tokenizer = Path(run.path) / "tokenizer.json"
-    if tokenizer.is_file():
-        shutil.copyfile(tokenizer, out / "tokenizer.json")
-        result.files.append("tokenizer.json")
+    tokenizer = Path(run.path) / TOKENIZER
+    if tokenizer.is_file():  # beside the graphs under the same name
+        shutil.copyfile(tokenizer, out / TOKENIZER)
+        result.files.append(TOKENIZER)
     return result
 
 

@@ -44,7 +44,7 @@ from tinyformer.lab.render import (
 )
 from tinyformer.lab.sources import SOURCES, Source, complete, facts, inputs_ready, needs, read_json, shown_value
 from tinyformer.lab.stamps import changed_since, code_of, made_text, read_stamp, repository, stamp
-from tinyformer.train import checkpoint as ckpt
+from tinyformer.runfolder import STATE, is_run
 
 
 @dataclass
@@ -73,7 +73,7 @@ def produce(
 
     folder, began = make_dir(runs / source.path), time.monotonic()
     for argv in source.argv(quick):
-        if source.done == ckpt.STATE and ckpt.is_run(folder):
+        if source.done == STATE and is_run(folder):
             argv = [*argv[:2], "--resume", "{dir}"]  # an interrupted run continues where it stopped
         line = command_text(argv, str(runs), str(folder))
         print(f"lab: tinyformer {line}", flush=True)
@@ -361,7 +361,7 @@ HEADLINES = ("exact match", "best val loss", "val loss", "test accuracy", "F1", 
 def remake(name: str, fresh: bool = True) -> str:
     """How to make a source (`fresh`: again, a complete one: remove what completes it first): one source."""
     source = SOURCES[name]
-    what = source.path if source.done == ckpt.STATE else f"{source.path}/{source.done}"
+    what = source.path if source.done == STATE else f"{source.path}/{source.done}"
     nanogpt = " NANOGPT=~/nanoGPT" if any("{nanogpt}" in argv for argv in source.argv(False)) else ""
     return f"{f'rm -r runs/{what} && ' if fresh else ''}make lab ONLY={name}{nanogpt}"
 

@@ -25,7 +25,7 @@ from tinyformer.experiments import EXPERIMENTS
 from tinyformer.experiments.report import QUICK_MARK
 from tinyformer.files import read_text
 from tinyformer.results import table_facts
-from tinyformer.train import checkpoint as ckpt
+from tinyformer.runfolder import CONFIG, METRICS, STATE, TOKENIZER, WEIGHTS
 
 GPT_QUICK = (
     "--set model.block_size=32 --set model.n_embd=32 --set model.n_layer=2 --set train.max_iters=30 "
@@ -96,7 +96,7 @@ def _reverse_cells() -> list[Source]:  # the study waits for them all (AFTER bel
             f"experiments/reverse-ablation/{c.name}",
             (_run("train reverse", c.overrides),),
             (_run("train reverse", quick[c.name]),),
-            done=ckpt.STATE,
+            done=STATE,
         )
         for c in ra.cells()
     ]
@@ -107,9 +107,7 @@ def _masked_lm() -> Source:
     tagging and qa, which start from it too, need not wait for the bake-off's other cells."""
     from tinyformer.experiments.classifiers import MLM_QUICK
 
-    return Source(
-        "experiments/classifiers/mlm", (_run("train mlm", []),), (_run("train mlm", MLM_QUICK),), done=ckpt.STATE
-    )
+    return Source("experiments/classifiers/mlm", (_run("train mlm", []),), (_run("train mlm", MLM_QUICK),), done=STATE)
 
 
 def _reverse_fast() -> Source:
@@ -117,7 +115,7 @@ def _reverse_fast() -> Source:
     from tinyformer.experiments.reverse_ablation import QUICK
 
     run = "train reverse --config configs/reverse_fast.toml"
-    return Source("lab/reverse-fast", (_run(run, []),), (_run(run, QUICK),), done=ckpt.STATE, alone=True)
+    return Source("lab/reverse-fast", (_run(run, []),), (_run(run, QUICK),), done=STATE, alone=True)
 
 
 BERT = f'viz bert --sentence "{SENTENCE}" --out {{dir}}'
@@ -131,14 +129,14 @@ SOURCES: dict[str, Source] = {  # in the order they are made: a run comes before
             "lab/gpt",
             ("train gpt --out {dir}",),
             (f"train gpt {GPT_QUICK} --out {{dir}}",),
-            done=ckpt.STATE,
+            done=STATE,
             alone=True,
         ),
         Source(  # what `make demo` trains (the README quotes it)
             "lab/demo",
             ("train gpt --config configs/gpt_cpu_quick.toml --out {dir}",),
             (f"train gpt --config configs/gpt_cpu_quick.toml {GPT_QUICK} --out {{dir}}",),
-            done=ckpt.STATE,
+            done=STATE,
             alone=True,
         ),
         *(  # where each preset differs from the course's recipe, read from the presets (no run needed)
@@ -197,7 +195,7 @@ SOURCES["experiments/classifiers"] = replace(SOURCES["experiments/classifiers"],
 
 def complete(source: Source, folder: Path, quick: bool = False) -> bool:
     """The folder holds all the source makes (a training run: finished), at the size asked for."""
-    if source.done == ckpt.STATE:
+    if source.done == STATE:
         from tinyformer.experiments.runner import finished
 
         return finished(folder) and quick == _quick_run(folder)
@@ -209,7 +207,7 @@ def complete(source: Source, folder: Path, quick: bool = False) -> bool:
 
 def _quick_run(folder: Path) -> bool:
     """A training run made at the CI size (fewer steps than any recipe of the lab)."""
-    return read_json(folder / "config.json")["train"]["max_iters"] < 100
+    return read_json(folder / CONFIG)["train"]["max_iters"] < 100
 
 
 def inputs_ready(source: Source, runs: Path) -> bool:
@@ -235,9 +233,9 @@ def facts(source: Source, folder: Path) -> dict[str, str]:
     if report.suffix == ".md" and report.is_file():
         out.update(table_facts(read_text(report)))
     for path in sorted(folder.glob("*.json")):
-        if path.name not in ("tokenizer.json", "lab.json"):
+        if path.name not in (TOKENIZER, "lab.json"):
             flatten(read_json(path), path.stem, out)
-    if (folder / "metrics.jsonl").is_file():
+    if (folder / METRICS).is_file():
         out.update(run_facts(folder))
     out["machine"] = machine_of(folder, out)
     return out
@@ -284,7 +282,7 @@ def flatten(value, prefix: str, out: dict[str, str]) -> None:
 
 def run_facts(folder: Path) -> dict[str, str]:
     """A training run's figures from its metrics log and weights."""
-    rows = [json.loads(line) for line in read_text(folder / "metrics.jsonl").splitlines() if line]
+    rows = [json.loads(line) for line in read_text(folder / METRICS).splitlines() if line]
     out: dict[str, str] = {}
     val = [r for r in rows if r.get("split") == "val"]
     losses = [r["loss"] for r in val if isinstance(r.get("loss"), float) and math.isfinite(r["loss"])]
@@ -300,7 +298,7 @@ def run_facts(folder: Path) -> dict[str, str]:
         seconds = [r["train_seconds"] for r in rows if "train_seconds" in r]
         if seconds:
             out["train seconds"] = f"{max(seconds):.0f}"
-    weights = folder / "model.safetensors"
+    weights = folder / WEIGHTS
     if weights.is_file():
         out["parameters"] = f"{count_weights(weights):,}"
     return out

@@ -118,7 +118,7 @@ def run_routes(app: FastAPI, store: RunStore, limits: Limits) -> None:
         with blame("run", 409):  # its config.json replaced by a bad one since it was loaded
             about = summary(store, run)
         return about | {
-            "step": (held.run.state or {}).get("step"),
+            "step": held.run.state.step,
             "info": info,
             "config": to_dict(held.run.config),
             "metrics": metrics(held.run.path),

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
+from tinyformer import runfolder
 from tinyformer.errors import UserError
 from tinyformer.runs import Run, load_run
-from tinyformer.train import checkpoint as ckpt
 
 T = TypeVar("T")
 
@@ -85,7 +85,7 @@ class RunStore:
         for folder, dirs, _ in os.walk(self.root, followlinks=False):
             here = Path(folder)
             depth = len(here.relative_to(self.root).parts)
-            if ckpt.is_run(here):
+            if runfolder.is_run(here):
                 found.append(here.relative_to(self.root).as_posix())
                 dirs[:] = []  # a run's subfolders (tensorboard logs) hold no runs
             dirs[:] = sorted(d for d in dirs if not d.startswith(".")) if depth < MAX_DEPTH else []
@@ -100,7 +100,7 @@ class RunStore:
             raise NotFound(name)
         try:
             p = (self.root / name).resolve()
-            if not p.is_relative_to(self.root) or not ckpt.is_run(p):
+            if not p.is_relative_to(self.root) or not runfolder.is_run(p):
                 raise NotFound(name)
         except (OSError, RuntimeError):  # a name too long for the file system, a symlink loop
             raise NotFound(name) from None
@@ -111,10 +111,10 @@ class RunStore:
         (a newer checkpoint, a config or tokenizer rewritten): every route then answers from what the folder
         holds now, or refuses it alike (a 409 where `/api/runs` lists it as unreadable)."""
         p = self.path(name)
-        weights = p / ckpt.BEST if (p / ckpt.BEST).is_file() else p / ckpt.WEIGHTS
+        weights = p / runfolder.BEST if (p / runfolder.BEST).is_file() else p / runfolder.WEIGHTS
         try:
             w = weights.stat()  # none yet (a run's first checkpoint being written): Busy
-            files = (file_stamp(p / ckpt.CONFIG), file_stamp(p / ckpt.TOKENIZER))
+            files = (file_stamp(p / runfolder.CONFIG), file_stamp(p / runfolder.TOKENIZER))
             stamp = (weights.name, w.st_mtime_ns, w.st_size, *files)
         except OSError:
             raise Busy(name) from None
@@ -124,7 +124,7 @@ class RunStore:
                 try:
                     held = Loaded(self.call(load_run, p, "best", self.device), stamp)
                 except (UserError, OSError, ValueError, RuntimeError) as e:
-                    if (p / ckpt.LOCK).exists() or (p / ckpt.COMMIT).exists():
+                    if (p / runfolder.LOCK).exists() or (p / runfolder.COMMIT).exists():
                         raise Busy(name) from None  # a checkpoint half written by the run training into it
                     raise UserError(f"run {name!r} cannot be loaded: {e}") from None
                 self._loaded[name] = held
@@ -139,7 +139,7 @@ def metrics(folder: Path) -> dict[str, list]:
     skipped."""
     curves: dict[str, list] = {"train": [], "val": []}
     try:
-        rows, _ = ckpt.metrics_rows(folder / ckpt.METRICS)
+        rows, _ = runfolder.metrics_rows(folder / runfolder.METRICS)
     except (UserError, OSError):  # unreadable, or too large to be one: the run is served without its curves
         rows = []
     for row in rows:

@@ -104,9 +104,11 @@ class Task:
         """Tokens in `batch` that count for throughput (tokens/s)."""
         raise NotImplementedError
 
-    # Optional: `seek(batches)`, for a task whose batches follow one another (epochs without replacement): the
-    # Trainer calls it before training with the number of batches already drawn, so a resumed run continues
-    # where it stopped. A task that draws each batch from the Trainer's generator alone needs none.
+    def seek(self, batches: int) -> None:
+        """Where training stands: the Trainer calls it before it trains with the number of micro-batches already
+        drawn, so a task whose batches follow one another (epochs without replacement) continues a resumed run
+        where it stopped. Default: nothing (batches don't follow each other: each is drawn from the Trainer's
+        generator alone)."""
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:
         """Validation scores, "loss" among them, the same data every call (the Trainer sets eval mode)."""

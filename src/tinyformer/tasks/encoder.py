@@ -108,9 +108,9 @@ def init_encoder(model: nn.Module, source, config: RunConfig, head: str) -> None
             f"(seq_len={source.config.data.seq_len}): positions past them were never trained"
         )
     load_encoder_from(model, source.model.state_dict(), source.config.model)
-    step = (source.state or {}).get("step", "?")
     print(
-        f"model.init_from={where!r}: the encoder of that masked-LM run (best weights, {step} steps); the {head} is new"
+        f"model.init_from={where!r}: the encoder of that masked-LM run (best weights, {source.state.step} steps); "
+        f"the {head} is new"
     )
 
 

@@ -31,9 +31,9 @@ from tinyformer.errors import UserError
 from tinyformer.models.gpt import GPTConfig, MiniGPT, param_breakdown
 from tinyformer.models.hf_lm import config_from_hf, family, import_hf
 from tinyformer.models.protocols import Attentive, CausalLM
+from tinyformer.runfolder import SAMPLE, is_run
 from tinyformer.tasks.base import Task, fit_model
 from tinyformer.tasks.cards import CARDS
-from tinyformer.train import checkpoint as ckpt
 
 
 class GPTTask(Task):
@@ -129,7 +129,7 @@ class GPTTask(Task):
         from tinyformer.files import write_text
         from tinyformer.generate.sampling import generate_text
 
-        write_text(run_dir / "sample.txt", generate_text(model, self.tokenizer, self.config.sample))
+        write_text(run_dir / SAMPLE, generate_text(model, self.tokenizer, self.config.sample))
 
     def param_breakdown(self) -> list[tuple[str, str, int, int]]:
         return param_breakdown(self.config.model)
@@ -222,7 +222,7 @@ def from_pretrained(config: RunConfig) -> tuple[RunConfig, CharTokenizer | BPETo
     from tinyformer.hub import hf_config, pretrained_folder
 
     folder = pretrained_folder(config.model.init_from)
-    if ckpt.is_run(folder):
+    if is_run(folder):
         raise UserError(f"model.init_from={config.model.init_from!r} is a tinyformer run; continue it with --resume")
     fields = config_from_hf(hf_config(folder))
     tokenizer = folder_tokenizer(folder)  # GPT-2's BPE, or the characters of an exported tinyformer run

@@ -36,9 +36,9 @@ from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.models.bert import BertConfig, BertForMaskedLM
 from tinyformer.models.hf_bert import load_hf_weights, pretrained_bert
+from tinyformer.runfolder import is_run
 from tinyformer.tasks.base import Task, fit_model, panel
 from tinyformer.tasks.cards import CARDS
-from tinyformer.train import checkpoint as ckpt
 
 EVAL_MASK_SEED = 0  # the held-out split is masked the same way at every evaluation and in every run
 
@@ -72,8 +72,8 @@ def small_bert() -> MLMModelConfig:
 
 def pretrained_source(where: str, backend: str = "sdpa") -> tuple[BertConfig, SubwordTokenizer] | None:
     """`model.init_from` naming a Hugging Face BERT -> (its architecture, its tokenizer); None for "" or a
-    tinyformer run folder (`checkpoint.is_run`, as `tinyformer.runs.load_source` tells them apart)."""
-    if not where or ckpt.is_run(where):
+    tinyformer run folder (`runfolder.is_run`, as `tinyformer.runs.load_source` tells them apart)."""
+    if not where or is_run(where):
         return None
     folder, bert = pretrained_bert(where, backend)
     tokenizer = SubwordTokenizer.from_pretrained(folder)

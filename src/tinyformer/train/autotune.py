@@ -31,14 +31,14 @@ def asked_backend(model: nn.Module) -> str | None:
     return found.pop() if len(found) == 1 else ("auto" if found else None)
 
 
-def resolve(trainer, recorded: dict | None = None) -> BackendChoice | None:
+def resolve(trainer, recorded: BackendChoice | None = None) -> BackendChoice | None:
     """Set the backend of every attention layer of `trainer.model` -> the choice (None: no attention)."""
     model, asked = trainer.model, asked_backend(trainer.model)
     if asked is None:
         return None
     if asked != "auto":
         return BackendChoice(asked, source="config")
-    choice = BackendChoice.from_record(recorded)  # a resumed run: kept as recorded (`info` says how it was made)
+    choice = recorded  # a resumed run: kept as recorded (`info` says how it was made)
     if choice is None:
         choice = _measure(trainer)
         choice.name = distributed.broadcast(choice.name, trainer.world)  # one backend on every rank
@@ -46,9 +46,9 @@ def resolve(trainer, recorded: dict | None = None) -> BackendChoice | None:
     return choice
 
 
-def apply_recorded(model: nn.Module, state: dict | None) -> None:
-    """A loaded run whose attention is "auto" computes with the backend its training chose."""
-    choice = BackendChoice.from_record((state or {}).get("attention"))
+def apply_recorded(model: nn.Module, choice: BackendChoice | None) -> None:
+    """A loaded run whose attention is "auto" computes with the backend its training recorded (its
+    `TrainerState.attention`)."""
     if asked_backend(model) == "auto" and choice is not None:
         set_backend(model, choice.name)
 

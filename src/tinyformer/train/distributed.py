@@ -92,6 +92,29 @@ def train_device(name: str, world: World) -> torch.device:
     return rank_device(pick_device(name), world)
 
 
+def data_parallel(model: torch.nn.Module, device: torch.device, world: World):
+    """`model` wrapped in DistributedDataParallel for this rank's device (None for one process): gradients are
+    averaged over the ranks in each backward."""
+    if not world.distributed:
+        return None
+    from torch.nn.parallel import DistributedDataParallel
+
+    ids = [world.local_rank] if device.type == "cuda" else None
+    return DistributedDataParallel(model, device_ids=ids, **no_buffer_sync())
+
+
+def no_buffer_sync() -> dict:
+    """DDP's option for "do not broadcast buffers before each forward" (every rank builds the same masks and
+    RoPE tables): `forward_sync_buffers=False` where torch has it (it deprecates `broadcast_buffers`)."""
+    import inspect
+
+    from torch.nn.parallel import DistributedDataParallel
+
+    if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters:
+        return {"forward_sync_buffers": False}
+    return {"broadcast_buffers": False}
+
+
 def shutdown() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()

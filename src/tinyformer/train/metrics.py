@@ -11,8 +11,7 @@ from pathlib import Path
 
 from tinyformer.errors import UserError
 from tinyformer.extras import need
-
-METRICS = "metrics.jsonl"
+from tinyformer.runfolder import METRICS
 
 
 def require_tensorboard() -> None:

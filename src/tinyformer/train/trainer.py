@@ -24,7 +24,6 @@ rank 0 alone writes.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import math
 import signal
@@ -37,10 +36,11 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from tinyformer import interrupt
+from tinyformer import interrupt, runfolder
 from tinyformer.config import TrainConfig, target_met
 from tinyformer.device import BackendChoice, autocast, configure, inference, resolve_precision
 from tinyformer.files import make_dir
+from tinyformer.runfolder import BEST, STATE, WEIGHTS, TrainerState
 from tinyformer.train import autotune, distributed, guard
 from tinyformer.train import checkpoint as ckpt
 from tinyformer.train.distributed import World
@@ -63,17 +63,7 @@ class Task(Protocol):
 
     def batch_tokens(self, batch: Any) -> int: ...
 
-
-def no_buffer_sync() -> dict:
-    """DDP's option for "do not broadcast buffers before each forward" (every rank builds the same masks and
-    RoPE tables): `forward_sync_buffers=False` where torch has it (it deprecates `broadcast_buffers`)."""
-    import inspect
-
-    from torch.nn.parallel import DistributedDataParallel
-
-    if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters:
-        return {"forward_sync_buffers": False}
-    return {"broadcast_buffers": False}
+    def seek(self, batches: int) -> None: ...  # where training stands: `batches` micro-batches drawn before
 
 
 @dataclass
@@ -122,13 +112,8 @@ class Trainer:
         self.precision = resolve_precision(self.device, config.precision)  # "fp32", "bf16" or "fp16"
         self.scaler = torch.amp.GradScaler(self.device.type) if self.precision == "fp16" else None
         self.model = model.to(self.device)  # the module whose weights are saved
-        self.ddp = None
-        forward = model
-        if self.world.distributed:
-            from torch.nn.parallel import DistributedDataParallel
-
-            ids = [self.world.local_rank] if self.device.type == "cuda" else None
-            self.ddp = forward = DistributedDataParallel(model, device_ids=ids, **no_buffer_sync())
+        self.ddp = distributed.data_parallel(self.model, self.device, self.world)  # None for one process
+        forward = self.model if self.ddp is None else self.ddp
         self.forward = torch.compile(forward) if config.compile else forward  # what runs batches
         self.optimizer = make_optimizer(self.model, config)
         self.data_rng = torch.Generator().manual_seed(config.seed)
@@ -141,10 +126,19 @@ class Trainer:
         self._stop = False  # every rank agrees on it after each step (a signal reached some rank)
         self._last_line = time.monotonic()  # when the last progress line was printed (no bar: see QUIET_S)
         self.log = MetricsLog(self.run_dir, config.tensorboard)  # checks tensorboard on every rank alike
-        recorded = restore(self, inexact=resume == "inexact") if resume else None
+        recorded = self._continue(restore(self, inexact=resume == "inexact")) if resume else None
         self.resumed_at = self.step  # the step training starts from (0 for a new run)
         self.attention = autotune.resolve(self, recorded)  # the backend chosen (None: no attention layers)
-        self.attention_reused = self.attention is not None and self.attention == BackendChoice.from_record(recorded)
+        self.attention_reused = self.attention is not None and self.attention == recorded
+
+    def _continue(self, state: TrainerState) -> BackendChoice | None:
+        """Go on from a resumed run's state (`train.resume.restore` loaded the rest) -> its attention record.
+        A run that met train.stop_at stays finished while it asks the same."""
+        self.step = self.saved_step = state.step
+        self.best_val, self.train_seconds, self.tokens_seen = state.best_val, state.train_seconds, state.tokens_seen
+        if self.config.stop_at and state.reached.startswith(f"{self.config.stop_at} met"):
+            self.reached = state.reached
+        return state.attention
 
     # ---- the loop ------------------------------------------------------------
     def fit(self, until: int | None = None) -> FitResult:
@@ -153,10 +147,9 @@ class Trainer:
         status = "finished"
         window: list[Step] = []  # the steps since the last logged line
         self.model.train()
-        if hasattr(self.task, "seek"):  # a task whose batches follow each other (epochs): where this step's are
-            self.task.seek(self.step * self.config.grad_accum)
+        self.task.seek(self.step * self.config.grad_accum)  # a task whose batches follow each other: where they are
         with self._catch_signals(), self._bar(end) as bar:
-            if not (self.run_dir / ckpt.STATE).exists():  # a new run: step 0 is a multiple of eval_interval too
+            if not (self.run_dir / STATE).exists():  # a new run: step 0 is a multiple of eval_interval too
                 self._evaluate(bar, initial=True)  # its loss before training; a checkpoint to fall back on
             while self.step < end and not self.reached:
                 done = self._train_step()
@@ -297,31 +290,28 @@ class Trainer:
         rng = {"torch": torch.get_rng_state(), "data": self.data_rng.get_state()}
         if self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
-        state = {
-            "step": self.step,
-            "best_val": self.best_val,
-            "train_seconds": self.train_seconds,
-            "tokens_seen": self.tokens_seen,
-            "optimizer": self.optimizer.state_dict(),
-            "rng": rng,
-            "precision": self.precision,  # what train.precision resolved to here (for `info`)
-            "processes": self.world.size,  # the global batch is processes x batch_size (a resume says if it changes)
-        }
-        if self.reached:  # train.stop_at was met: the run is finished before max_iters
-            state["reached"] = self.reached
-        if self.attention is not None:  # the attention backend and why (for `info`, resume and `load_run`)
-            state["attention"] = dataclasses.asdict(self.attention)
-        if self.scaler is not None:
-            state["grad_scaler"] = self.scaler.state_dict()
-        parts = {ckpt.WEIGHTS: ckpt.weights_writer(self.model, self.step), ckpt.STATE: ckpt.state_writer(state)}
+        state = TrainerState(
+            step=self.step,
+            best_val=self.best_val,
+            train_seconds=self.train_seconds,
+            tokens_seen=self.tokens_seen,
+            optimizer=self.optimizer.state_dict(),
+            rng=rng,
+            precision=self.precision,
+            processes=self.world.size,
+            reached=self.reached,
+            attention=self.attention,
+            grad_scaler=None if self.scaler is None else self.scaler.state_dict(),
+        )
+        parts = {WEIGHTS: ckpt.weights_writer(self.model, self.step), STATE: ckpt.state_writer(state)}
         if best:
-            parts[ckpt.BEST] = ckpt.weights_writer(self.model)
+            parts[BEST] = ckpt.weights_writer(self.model)
         ckpt.save_checkpoint(self.run_dir, parts, self.step, last=self.saved_step)
         self.saved_step = self.step
 
     def plot(self) -> Path:
         """Draw loss.png from metrics.jsonl (what `tinyformer info RUN --plot` does for any run)."""
-        return ckpt.plot_run(self.run_dir)
+        return runfolder.plot_run(self.run_dir)
 
     # ---- signals and progress ---------------------------------------------------
     @contextlib.contextmanager

@@ -12,7 +12,7 @@ from pathlib import Path
 from tinyformer.errors import UserError
 from tinyformer.hub import OFFLINE_BERT as OFFLINE_DEFAULT
 from tinyformer.hub import hub_reachable, looks_like_path, minilm_path
-from tinyformer.train.checkpoint import is_run
+from tinyformer.runfolder import is_run
 
 
 def _load(source: str, local_only: bool):
