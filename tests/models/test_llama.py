@@ -1,6 +1,7 @@
 """Llama and Qwen2 into MiniGPT and back: the logits of transformers (fp32, at most 1e-4 apart), the same 50
 greedy tokens as its `generate`, an export that gives back the same tensors, and a Llama-style run that goes
-through every command (train, sample, eval, info, viz, export hf, init_from) with no special case.
+through every command (train, sample, chat, the playground's API, eval, info, viz, export hf, init_from) with no
+special case.
 
 The checkpoints are small random `LlamaForCausalLM` and `Qwen2ForCausalLM` built here, with grouped-query
 attention, a rope_theta that is not the default and an rms_norm_eps that is not LayerNorm's, and a character
@@ -10,7 +11,9 @@ over many tokens instead of repeating one, which would hide a position that is o
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -152,12 +155,27 @@ TRAIN += ["--set", "train.eval_interval=3", "--set", "model.block_size=32", "--s
 TRAIN += ["--device", "cpu", "--set", "train.precision=fp32"]
 
 
-def test_a_llama_run_goes_through_every_command_and_round_trips_through_transformers(text_file, tmp_path, capsys):
+@pytest.mark.slow  # ten commands, two short trainings
+def test_a_llama_run_goes_through_every_command_and_round_trips_through_transformers(
+    text_file, tmp_path, capsys, monkeypatch
+):
     run, hf_dir = tmp_path / "run", tmp_path / "hf"
     assert main(["train", "gpt", "--config", "gpt_llama", "--data", str(text_file), *TRAIN, "--out", str(run)]) == 0
     capsys.readouterr()
     assert main(["sample", str(run), "--prompt", "ROMEO:", "--tokens", "5", "--temperature", "0"]) == 0
-    assert capsys.readouterr().out.startswith("ROMEO:")
+    sampled = capsys.readouterr().out
+    assert sampled.startswith("ROMEO:")
+    monkeypatch.setattr(sys, "stdin", io.StringIO("/temperature 0\nROMEO:\n"))
+    assert main(["chat", str(run), "--device", "cpu", "--tokens", "5"]) == 0
+    assert capsys.readouterr().out == sampled.removeprefix("ROMEO:")  # chat continues the line as sample does
+    from fastapi.testclient import TestClient
+
+    from tinyformer.serve.app import create_app
+
+    answer = TestClient(create_app(tmp_path)).post(
+        "/api/generate", json={"run": "run", "prompt": "ROMEO:", "tokens": 5, "temperature": 0}
+    )
+    assert answer.json()["text"] + "\n" == sampled  # the playground generates what sample prints
     assert main(["eval", str(run)]) == 0
     assert "bits per character" in capsys.readouterr().out
     assert main(["info", str(run)]) == 0
