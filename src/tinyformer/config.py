@@ -128,6 +128,7 @@ class TrainConfig:
     compile: bool = False  # wrap the model in torch.compile
     tensorboard: bool = False  # also write TensorBoard event files to <run>/tb
     dist_timeout: float = 300.0  # torchrun: seconds a rank waits for the others (to join, or at any collective)
+    time_budget: float = 0.0  # seconds for training and evaluation (--time 10m): the schedule is sized to end there
 
     def __post_init__(self) -> None:
         for name in ("max_iters", "batch_size", "grad_accum", "eval_interval", "log_interval", "eval_iters"):
@@ -150,6 +151,8 @@ class TrainConfig:
         if not (self.warmup_iters >= 0 and self.min_lr >= 0 and self.grad_clip >= 0):
             raise UserError("train.warmup_iters, train.min_lr and train.grad_clip must be >= 0")
         check_seed("train.seed", self.seed)
+        if not (math.isfinite(self.time_budget) and self.time_budget >= 0):
+            raise UserError(f"train.time_budget={self.time_budget} must be a number of seconds >= 0 (0 = off)")
         if self.stop_at:
             stop_target(self.stop_at)
 

@@ -131,6 +131,7 @@ KINDS = {  # trainer_state.pt's keys -> the types each accepts (never a bool)
     "processes": (int,),
     "reached": (str,),
     "grad_scaler": (dict,),
+    "budget": (dict,),
 }
 
 
@@ -152,6 +153,7 @@ class TrainerState:
     reached: str = ""  # "train.stop_at ... met at step N": the run finished before max_iters
     attention: BackendChoice | None = None  # the attention backend and why (info, resume and `load_run` use it)
     grad_scaler: dict | None = None  # fp16's gradient scaler
+    budget: dict | None = None  # train.time_budget: the schedule sized to it (`tinyformer.train.budget.Plan`)
 
     def __post_init__(self) -> None:
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name in KINDS}

@@ -39,6 +39,12 @@ def add_train(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", help="auto, cpu, cuda or mps (train.device)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (train.compile)")
     p.add_argument("--tensorboard", action="store_true", help="write TensorBoard events to RUN/tb")
+    p.add_argument(
+        "--time",
+        metavar="DURATION",
+        help="train for this long, evaluations included (90s, 10m, 1h30m): the schedule is sized to end there "
+        "from the speed the run measures (train.time_budget)",
+    )
 
 
 def _train_overrides(a: argparse.Namespace) -> list[str]:
@@ -49,6 +55,10 @@ def _train_overrides(a: argparse.Namespace) -> list[str]:
     overrides += [f"train.device={json.dumps(a.device)}"] if a.device else []
     overrides += ["train.compile=true"] if a.compile else []
     overrides += ["train.tensorboard=true"] if a.tensorboard else []
+    if a.time:
+        from tinyformer.train.budget import parse_duration
+
+        overrides += [f"train.time_budget={parse_duration(a.time)}"]
     return overrides
 
 

@@ -24,6 +24,7 @@ rank 0 alone writes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import math
 import signal
@@ -41,7 +42,7 @@ from tinyformer.config import TrainConfig, target_met
 from tinyformer.device import BackendChoice, autocast, configure, inference, resolve_precision
 from tinyformer.files import make_dir
 from tinyformer.runfolder import BEST, STATE, WEIGHTS, TrainerState
-from tinyformer.train import autotune, distributed, guard
+from tinyformer.train import autotune, budget, distributed, guard
 from tinyformer.train import checkpoint as ckpt
 from tinyformer.train.distributed import World
 from tinyformer.train.metrics import MetricsLog
@@ -126,6 +127,11 @@ class Trainer:
         self._stop = False  # every rank agrees on it after each step (a signal reached some rank)
         self._last_line = time.monotonic()  # when the last progress line was printed (no bar: see QUIET_S)
         self.log = MetricsLog(self.run_dir, config.tensorboard)  # checks tensorboard on every rank alike
+        self.original = config  # train.time_budget: what a plan scales (`self.config` is the plan applied)
+        self.plan = None
+        if config.time_budget:
+            self._follow(budget.first_plan(config))
+        self.evaluated_at = -1  # the step of the last evaluation
         recorded = self._continue(restore(self, inexact=resume == "inexact")) if resume else None
         self.resumed_at = self.step  # the step training starts from (0 for a new run)
         self.attention = autotune.resolve(self, recorded)  # the backend chosen (None: no attention layers)
@@ -138,11 +144,14 @@ class Trainer:
         self.best_val, self.train_seconds, self.tokens_seen = state.best_val, state.train_seconds, state.tokens_seen
         if self.config.stop_at and state.reached.startswith(f"{self.config.stop_at} met"):
             self.reached = state.reached
+        if self.plan is not None and state.budget:  # the schedule sized to the budget so far
+            self._follow(budget.Plan(**state.budget))
         return state.attention
 
     # ---- the loop ------------------------------------------------------------
     def fit(self, until: int | None = None) -> FitResult:
-        """Train to `max_iters` (or stop early after step `until`, saving a resumable state)."""
+        """Train to `max_iters` (or stop early after step `until`, saving a resumable state). With
+        train.time_budget, max_iters is the plan's, which moves as the run measures its speed (`train.budget`)."""
         end = self.config.max_iters if until is None else min(until, self.config.max_iters)
         status = "finished"
         window: list[Step] = []  # the steps since the last logged line
@@ -163,6 +172,8 @@ class Trainer:
                     window = []
                 if self.step % self.config.eval_interval == 0 or self.step == self.config.max_iters:
                     self._evaluate(bar)
+                if self.plan is not None:
+                    end = self._keep_to_budget(bar, until)
                 bar.update(1)
                 if self._stop:
                     status = "interrupted"
@@ -179,6 +190,26 @@ class Trainer:
         self.log.close()
         signum = (self._signal or signal.SIGINT) if status == "interrupted" else 0  # another rank's: SIGINT
         return FitResult(status, self.step, self.best_val, self.train_seconds, self.diverged, signum)
+
+    def _keep_to_budget(self, bar, until: int | None) -> int:
+        """train.time_budget, after each step: plan once `budget.MEASURE` steps are timed and again after each
+        evaluation; when the budget is spent, end here. A run that ends at this step gets its last evaluation.
+        -> the step the loop now ends at."""
+        plan, measured = self.plan, len(self.step_seconds) - 2  # this process's step times, the first two left out
+        if budget.over(plan, self.train_seconds):
+            self._follow(dataclasses.replace(plan, max_iters=min(self.step, plan.max_iters)))
+            bar.write(f"step {self.step:>6}: the time budget ({plan.budget:,.0f} s) is spent: the run ends here")
+        elif (plan.plans == 0 and measured >= budget.MEASURE) or (plan.plans and self.evaluated_at == self.step):
+            self._follow(budget.replan(plan, self.original, self.step, self.train_seconds, self.step_seconds[2:][-50:]))
+            if plan.plans == 0:
+                bar.write(self.plan.line())
+        if self.step >= self.config.max_iters and self.evaluated_at != self.step:
+            self._evaluate(bar)
+        bar.total = self.config.max_iters if until is None else min(until, self.config.max_iters)
+        return bar.total
+
+    def _follow(self, plan: budget.Plan) -> None:
+        self.plan, self.config = plan, plan.apply(self.original)
 
     def _train_step(self) -> Step:
         """One optimizer step over `grad_accum` micro-batches."""
@@ -245,6 +276,9 @@ class Trainer:
         `initial` (step 0 of a new run): recorded and saved, but untrained weights are never the best."""
         t0 = time.perf_counter()
         result = self.evaluate()
+        self.evaluated_at = self.step
+        if self.plan is not None:  # evaluations count against the budget
+            self.plan = self.plan.evaluated(time.perf_counter() - t0)
         val, score = result["loss"], result[self.task.select]
         improved = score < self.best_val and not initial
         if improved:
@@ -302,6 +336,7 @@ class Trainer:
             reached=self.reached,
             attention=self.attention,
             grad_scaler=None if self.scaler is None else self.scaler.state_dict(),
+            budget=None if self.plan is None else dataclasses.asdict(self.plan),
         )
         parts = {WEIGHTS: ckpt.weights_writer(self.model, self.step), STATE: ckpt.state_writer(state)}
         if best:
