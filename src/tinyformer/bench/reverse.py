@@ -129,6 +129,18 @@ def _times(ratio: float | None) -> str:
     return f"{ratio:.3f}x" if ratio is not None else "n/a (no pair in which both reached it)"
 
 
+def _print_time_split(rows: list[dict], impls: tuple[str, ...]) -> None:
+    """Each side's median time to the target, split into training and evaluation, and the wall time beside it."""
+    for impl in impls:
+        done = [r[impl] for r in rows if r[impl]["reached"]]
+        if done:
+            split = {k: statistics.median(x[k] for x in done) for k in ("train_s", "eval_s", "wall_s")}
+            print(
+                f"  {impl}: median {split['train_s']:.1f} s training + {split['eval_s']:.1f} s evaluation; "
+                f"wall time with everything else (ours: checkpoints at each evaluation) {split['wall_s']:.1f} s"
+            )
+
+
 def run_reverse_benchmark(
     repeats: int = 3, max_epochs: int = 15, path: str | None = None, precision: str | None = None
 ) -> dict:
@@ -156,18 +168,6 @@ def run_reverse_benchmark(
         figures |= {f"ratio_epoch_time{suffix}": per_epoch, f"ratio_time_to_target{suffix}": to_target}
     _print_time_split(rows, impls)
     return figures
-
-
-def _print_time_split(rows: list[dict], impls: tuple[str, ...]) -> None:
-    """Each side's median time to the target, split into training and evaluation, and the wall time beside it."""
-    for impl in impls:
-        done = [r[impl] for r in rows if r[impl]["reached"]]
-        if done:
-            split = {k: statistics.median(x[k] for x in done) for k in ("train_s", "eval_s", "wall_s")}
-            print(
-                f"  {impl}: median {split['train_s']:.1f} s training + {split['eval_s']:.1f} s evaluation; "
-                f"wall time with everything else (ours: checkpoints at each evaluation) {split['wall_s']:.1f} s"
-            )
 
 
 def _main() -> None:
