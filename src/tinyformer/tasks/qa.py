@@ -42,9 +42,9 @@ from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.files import write_text
 from tinyformer.models.token_heads import EncoderHeadConfig, SpanExtractor
-from tinyformer.tasks.base import fit_model, panel
+from tinyformer.tasks.base import panel
 from tinyformer.tasks.cards import CARDS
-from tinyformer.tasks.encoder import EncoderTask, fit_tokenizer, pretrained_config, recipe
+from tinyformer.tasks.encoder import EncoderTask, pretrained_config, recipe
 
 TEST_JSON, SPAN_PNG = "test.json", "span.png"
 EVAL_QUESTIONS = 2  # built-in task: questions per val / test passage (training passages have data.questions)
@@ -142,8 +142,7 @@ class QATask(EncoderTask):
         if builtin(d.path):  # scoring asks fewer questions per passage: the same passages, a quarter of the time
             splits |= {s: first_per_passage(splits[s], EVAL_QUESTIONS) for s in ("val", "test")}
         texts = [t for e in splits["train"] for t in (e.question, e.context)]
-        tokenizer = tokenizer or fit_tokenizer(config, list(dict.fromkeys(texts)))
-        task = cls(fit_model(config, vocab_size=tokenizer.vocab_size), tokenizer)
+        task = cls.fitted(config, tokenizer, list(dict.fromkeys(texts)))
         task.splits = splits
         task.windows = {s: [task.windows_of(e, where=d.path) for e in ex] for s, ex in splits.items()}
         task.train_rows = [w for ws in task.windows["train"] for w in ws]
