@@ -21,7 +21,7 @@ from tinyformer.errors import UserError
 from tinyformer.models.bert import BertForMaskedLM
 from tinyformer.models.classifier import check_transformer, load_encoder_from, load_hf_encoder, with_architecture
 from tinyformer.tasks.base import Task, fit_model
-from tinyformer.tasks.mlm import pretrained_source
+from tinyformer.tasks.mlm import loaded_bert, pretrained_source
 
 
 def recipe(**changes) -> TrainConfig:
@@ -107,12 +107,7 @@ def init_encoder(model: nn.Module, source, config: RunConfig, head: str) -> None
     `model.init_from` names (`tinyformer.runs.load_source`); `head` names what stays new."""
     where = config.model.init_from
     if isinstance(source, Path):
-        what = load_hf_encoder(model, source)
-        c = config.model
-        print(
-            f"model.init_from={where!r}: a BERT of {c.n_layer} layers x {c.n_head} heads x {c.n_embd} wide and "
-            f"{c.vocab_size:,} tokens, from {source}; loaded its tokenizer and {what}; the {head} is new"
-        )
+        print(loaded_bert(where, config.model, source, load_hf_encoder(model, source)) + f"; the {head} is new")
         return
     if not isinstance(source.model, BertForMaskedLM):
         raise UserError(f"model.init_from={where!r} is a {source.config.task!r} run; it needs a `train mlm` run")
