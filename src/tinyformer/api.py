@@ -10,7 +10,7 @@ functions, so the two cannot disagree. In a notebook:
     report = api.experiment("ablation", quick=True)       # a Report: its tables, its figures, its runs
 
 (`tinyformer.api`, not the package's top level: `tinyformer.train`, `.bench`, `.info` and `.attention` are
-subpackages.) `experiment` and `bench` live in `tinyformer.api_studies`, and are the API's as the others are.
+subpackages.)
 """
 
 from __future__ import annotations
@@ -21,11 +21,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from tinyformer.api_studies import BENCH_OPTIONS as BENCH_OPTIONS  # the API's, re-exported: `api.experiment(...)`
-from tinyformer.api_studies import bench as bench
-from tinyformer.api_studies import experiment as experiment
 from tinyformer.errors import UserError
-from tinyformer.results import CrossAttention, Figure
+from tinyformer.results import CrossAttention, Figure, Report
 
 Overrides = Mapping[str, Any] | Iterable[str]
 
@@ -62,12 +59,13 @@ def train(
     continues from the weights with a fresh optimizer state.
     """
     from tinyformer import config as cfg
+    from tinyformer.rerun import finished_there
     from tinyformer.runs import prepare_run, train_run
     from tinyformer.train import checkpoint as ckpt
 
     layers, sets = ([cfg.load_toml(config)] if config else []), overrides(set)
     if resume is None and out is not None and ckpt.is_run(out):
-        if _finished_there(task, out, layers, sets):
+        if finished_there(task, out, layers, sets):
             print(f"{out}: this run has finished already (the same config): loaded, not trained again")
             return load(out)
         resume, layers, sets = out, [], []  # the same config, unfinished: resumed
@@ -77,38 +75,6 @@ def train(
     if result.status == "interrupted":  # Ctrl-C, or the notebook's stop button: saved, and resumable
         print(f"interrupted at step {result.step}; its state is saved: the same call continues it", file=sys.stderr)
     return load(run_dir, device=trainer.device)
-
-
-def _finished_there(task: str, out: str | Path, layers: list, sets: list[str]) -> bool:
-    """Whether the run in `out` (a run folder) has finished; one of another config than the one asked for is
-    refused, in one line."""
-    from tinyformer import config as cfg
-    from tinyformer.experiments.runner import finished
-    from tinyformer.tasks import get_task
-    from tinyformer.train import checkpoint as ckpt
-
-    asked = cfg.resolve(get_task(task).default_config(), layers, sets)
-    if not _same_config(asked, ckpt.load_json(Path(out) / ckpt.CONFIG)):
-        raise UserError(
-            f"run folder {str(out)!r} holds a run of another config; pick another out, or resume it as it is "
-            f"with train({task!r}, resume={str(out)!r})"
-        )
-    return finished(Path(out))
-
-
-def _same_config(config, saved: dict) -> bool:
-    """`config` (resolved, not yet fitted to its data) is the one a run folder saved: equal in every key but
-    those a task fills in from its data when the config leaves them unset (as `runner.same_run` compares)."""
-    from tinyformer import config as cfg
-    from tinyformer.experiments.runner import DERIVED
-
-    want, have = json.loads(json.dumps(cfg.to_dict(config))), json.loads(json.dumps(saved))
-    for section, key in DERIVED:
-        if not want.get(section, {}).get(key, True):
-            for values in (want.get(section), have.get(section)):
-                if isinstance(values, dict):
-                    values.pop(key, None)
-    return want == have
 
 
 def load(path: str | Path, weights: str = "best", device="cpu"):
@@ -270,3 +236,61 @@ def cross_attention(run, text: str, out="attention") -> CrossAttention:
         figure=Figure(figure),
         every_head=Figure(heads),
     )
+
+
+# ---- studies and benchmarks ------------------------------------------------------------------------------
+BENCH_OPTIONS = ("iters", "max_epochs", "config", "precision", "lengths", "data", "run")  # beside repeats, device
+
+
+def experiment(name: str, *, out=None, quick: bool = False, data=None, mlm=None, nanogpt=None) -> Report:
+    """`tinyformer experiment NAME`: train (or reuse) its grid of runs and write its report -> the `Report`.
+    `quick`: CI sizes, which check the pipeline and answer nothing."""
+    from tinyformer.experiments import EXPERIMENTS
+    from tinyformer.extras import need
+
+    if name not in EXPERIMENTS:
+        raise UserError(f"experiment {name!r} is not one of {', '.join(EXPERIMENTS)}")
+    study = EXPERIMENTS[name]
+    if mlm and not study.mlm:
+        takers = " and ".join(k for k, s in EXPERIMENTS.items() if s.mlm)
+        raise UserError(f"--mlm applies to the {takers} experiments, not {name!r}")
+    if nanogpt and not study.nanogpt:
+        raise UserError(f"--nanogpt applies to the speedrun experiment, not {name!r}")
+    need(f"experiment {name}", *study.needs)
+    extra = ({"mlm": str(mlm)} if mlm else {}) | ({"nanogpt": str(nanogpt)} if nanogpt else {})
+    return Report(Path(study(str(out) if out else None, quick=quick, data=data, **extra)))
+
+
+def bench(name: str, *, repeats: int = 3, device: str = "auto", json_path=None, **options: Any) -> dict:
+    """`tinyformer bench NAME` -> its figures by section ({} for a benchmark that only prints). Options as the
+    command's flags: iters, max_epochs, config, precision, lengths, data, run; `json_path` also writes them."""
+    from argparse import Namespace
+
+    from tinyformer.bench import BENCHMARKS
+    from tinyformer.device import machine, pick_device
+    from tinyformer.extras import need
+    from tinyformer.files import input_file, make_dir, output_path, write_text
+
+    if name not in BENCHMARKS:
+        raise UserError(f"benchmark {name!r} is not one of {', '.join(BENCHMARKS)}")
+    b = BENCHMARKS[name]
+    need(f"bench {name}", *b.needs)
+    if json_path and not b.json:
+        raise UserError(
+            f"--json is written by bench {', '.join(k for k, x in BENCHMARKS.items() if x.json)}, not {name}"
+        )
+    for option, value in options.items():
+        if option not in BENCH_OPTIONS:
+            raise UserError(f"bench takes no option {option!r}; its options: {', '.join(BENCH_OPTIONS)}")
+        if value is not None and option not in b.reads:
+            readers = ", ".join(k for k, x in BENCHMARKS.items() if option in x.reads)
+            raise UserError(f"--{option.replace('_', '-')} is read by bench {readers}, not by bench {name}")
+    path = output_path(json_path) if json_path else None  # checked before minutes of measuring
+    a = Namespace(**(dict.fromkeys(BENCH_OPTIONS) | options), repeats=repeats, device=pick_device(device).type)
+    a.data = str(input_file(a.data, "data file")) if a.data else None
+    figures = b.run(a) or {}
+    if path:
+        make_dir(path.parent)
+        write_text(path, json.dumps({"machine": machine(), **figures}, indent=2) + "\n")
+        print(f"wrote {path}")
+    return figures
