@@ -65,7 +65,7 @@ def train(
 
     layers, sets = ([cfg.load_toml(config)] if config else []), overrides(set)
     if resume is None and out is not None and ckpt.is_run(out):
-        if finished_there(task, out, layers, sets):
+        if finished_there(task, out, ckpt.load_json(Path(out) / ckpt.CONFIG), layers, sets):
             print(f"{out}: this run has finished already (the same config): loaded, not trained again")
             return load(out)
         resume, layers, sets = out, [], []  # the same config, unfinished: resumed

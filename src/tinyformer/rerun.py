@@ -11,16 +11,15 @@ from pathlib import Path
 from tinyformer.errors import UserError
 
 
-def finished_there(task: str, out: str | Path, layers: list, sets: list[str]) -> bool:
-    """Whether the run in `out` (a run folder) has finished; one of another config than the one asked for is
-    refused, in one line."""
+def finished_there(task: str, out: str | Path, saved: dict, layers: list, sets: list[str]) -> bool:
+    """Whether the run in `out` (a run folder, whose config.json holds `saved`) has finished; one of another
+    config than the one asked for is refused, in one line."""
     from tinyformer import config as cfg
     from tinyformer.experiments.runner import finished
     from tinyformer.tasks import get_task
-    from tinyformer.train import checkpoint as ckpt
 
     asked = cfg.resolve(get_task(task).default_config(), layers, sets)
-    if not same_config(asked, ckpt.load_json(Path(out) / ckpt.CONFIG)):
+    if not same_config(asked, saved):
         raise UserError(
             f"run folder {str(out)!r} holds a run of another config; pick another out, or resume it as it is "
             f"with train({task!r}, resume={str(out)!r})"
