@@ -59,44 +59,22 @@ def train(
     continues from the weights with a fresh optimizer state.
     """
     from tinyformer import config as cfg
-    from tinyformer.experiments.runner import finished
+    from tinyformer.rerun import finished_there
     from tinyformer.runfolder import is_run, saved_config
     from tinyformer.runs import prepare_run, train_run
-    from tinyformer.tasks import get_task
 
     layers, sets = ([cfg.load_toml(config)] if config else []), overrides(set)
     if resume is None and out is not None and is_run(out):
-        asked = cfg.resolve(get_task(task).default_config(), layers, sets)
-        if not _same_config(asked, saved_config(out)):
-            raise UserError(
-                f"run folder {str(out)!r} holds a run of another config; pick another out, or resume it as it is "
-                f"with train({task!r}, resume={str(out)!r})"
-            )
-        if finished(Path(out)):
+        if finished_there(task, out, saved_config(out), layers, sets):
             print(f"{out}: this run has finished already (the same config): loaded, not trained again")
             return load(out)
-        resume, layers, sets = out, [], []
+        resume, layers, sets = out, [], []  # the same config, unfinished: resumed
     resolved, task_cls, run_dir, tokenizer = prepare_run(task, layers, sets, out, resume)
     how = "inexact" if inexact else bool(resume)
     result, trainer = train_run(resolved, task_cls, run_dir, tokenizer, resume=how, progress=progress)
     if result.status == "interrupted":  # Ctrl-C, or the notebook's stop button: saved, and resumable
         print(f"interrupted at step {result.step}; its state is saved: the same call continues it", file=sys.stderr)
     return load(run_dir, device=trainer.device)
-
-
-def _same_config(config, saved: dict) -> bool:
-    """`config` (resolved, not yet fitted to its data) is the one a run folder saved: equal in every key but
-    those a task fills in from its data when the config leaves them unset (as `runner.same_run` compares)."""
-    from tinyformer import config as cfg
-    from tinyformer.experiments.runner import DERIVED
-
-    want, have = json.loads(json.dumps(cfg.to_dict(config))), json.loads(json.dumps(saved))
-    for section, key in DERIVED:
-        if not want.get(section, {}).get(key, True):
-            for values in (want.get(section), have.get(section)):
-                if isinstance(values, dict):
-                    values.pop(key, None)
-    return want == have
 
 
 def load(path: str | Path, weights: str = "best", device="cpu"):

@@ -194,23 +194,19 @@ def choose_backend(
 
 
 def _machine_key(device: torch.device) -> dict:
-    """Where a measurement holds: the CPU (and the GPU it ran on), versions, threads and the CPU limits."""
+    """Where a measurement holds: the machine as `machine()` tells it (but the GPU it ran on, if any), tinyformer's
+    version and the CPU limits."""
     from importlib import metadata
 
     try:
         version = metadata.version("tinyformer")
     except metadata.PackageNotFoundError:  # run from a source tree that was not installed
         version = "source"
+    m = machine()
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
-    return {
-        "cpu": _cpu_name(),
-        "bf16": native_bf16(torch.device("cpu")),
-        "gpu": gpu,
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "tinyformer": version,
-        "limits": [os.environ.get(v, "") for v in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")],
-    }
+    limits = [os.environ.get(v, "") for v in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")]
+    same = {"cpu": m["cpu"], "bf16": m["cpu_native_bf16"], "threads": m["torch_threads"], "torch": m["torch"]}
+    return same | {"gpu": gpu, "tinyformer": version, "limits": limits}
 
 
 def _k(rate: float) -> str:
@@ -219,12 +215,17 @@ def _k(rate: float) -> str:
 
 def cpu_flags() -> set[str]:
     """The CPU's feature flags from /proc/cpuinfo (empty where there is none, e.g. macOS)."""
+    flags = _cpuinfo("flags")
+    return set(flags[0].split()) if flags else set()
+
+
+def _cpuinfo(key: str) -> list[str]:
+    """The values of /proc/cpuinfo's lines that start with `key`, one per logical CPU ([] where there is none)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            line = next((line for line in f if line.startswith("flags")), "")
+            return [line.partition(":")[2].strip() for line in f if line.startswith(key)]
     except OSError:
-        return set()
-    return set(line.partition(":")[2].split())
+        return []
 
 
 def seed_everything(seed: int) -> None:
@@ -295,9 +296,5 @@ def machine() -> dict:
 
 
 def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-        return f"{names[0]} ({len(names)} logical CPUs)"
-    except (OSError, IndexError):
-        return platform.processor() or platform.machine()
+    names = _cpuinfo("model name")
+    return f"{names[0]} ({len(names)} logical CPUs)" if names else platform.processor() or platform.machine()

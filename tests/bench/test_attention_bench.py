@@ -3,7 +3,8 @@
 import pytest
 
 from tinyformer.bench import attention
-from tinyformer.bench.train import _seed_recipe, flops_per_token
+from tinyformer.bench.mfu import flops_per_token
+from tinyformer.bench.train import _seed_recipe
 
 
 def test_both_backends_agree_on_the_benchmark_inputs():

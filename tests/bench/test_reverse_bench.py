@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from tests.test_faults import refused
-from tinyformer.bench import reverse
+from tinyformer.bench import reverse, reverse_sides
 from tinyformer.errors import UserError
 
 TINY = dict(n_train=256, n_val=20)  # 4 steps an epoch
@@ -53,7 +53,7 @@ def test_worker_prints_one_json_line():
 
 
 def test_record_stops_at_the_first_evaluation_that_reaches_the_target():
-    record = reverse.Record("x", steps_per_epoch=10)
+    record = reverse_sides.Record("x", steps_per_epoch=10)
     assert not record.add(10, 5.0, 1.0, 0.5)
     assert record.add(20, 10.0, 1.0, 0.995)
     r = record.result([5.0, 5.0], "fp32")

@@ -6,12 +6,12 @@ import sys
 
 import pytest
 
-from tinyformer.bench import train
+from tinyformer.bench import mfu, train, workers
 
 
 def test_flops_per_token_needs_the_fitted_vocabulary():
     with pytest.raises(ValueError, match="fitted"):
-        train.flops_per_token(train._seed_recipe())  # vocab_size 0 before the tokenizer is fitted
+        mfu.flops_per_token(train._seed_recipe())  # vocab_size 0 before the tokenizer is fitted
 
 
 KEYS = {"impl", "tokens_per_s", "loss", "precision", "peak_rss_mb", "attention", "freed_memory_kept"}
@@ -39,7 +39,7 @@ def test_machine_line_reads_native_bf16_from_the_flags(monkeypatch, flags, words
     from tinyformer import device
 
     monkeypatch.setattr(device, "cpu_flags", lambda: flags)
-    assert words in train.machine_line()
+    assert words in workers.machine_line()
 
 
 def test_the_one_line_autocast_reference_runs_in_bf16_and_is_measured_only_where_bf16_is_native(text_file, monkeypatch):

@@ -9,14 +9,11 @@ from tinyformer.data.qa import (
     QAExample,
     best_span,
     decode,
-    exact_match,
     make_windows,
     nearest_header_baseline,
-    normalize_answer,
-    read_squad,
-    token_f1,
     who_says,
 )
+from tinyformer.data.squad import exact_match, normalize_answer, read_squad, token_f1
 from tinyformer.data.subword import SubwordTokenizer
 from tinyformer.errors import UserError
 

@@ -11,21 +11,23 @@ import numpy as np
 import pytest
 
 from tinyformer.errors import UserError
-from tinyformer.experiments import speedrun
+from tinyformer.experiments import nanogpt, speedrun
+from tinyformer.experiments import speedrun_budgets as budgets
+from tinyformer.experiments import speedrun_cells as cells
 
 
 def test_time_to_target_is_the_first_evaluation_at_or_under_it_and_the_budget_keeps_what_came_before():
     curve = [(0.0, 4.2, 0), (5.0, 2.1, 100), (9.0, 1.9, 200), (12.0, 1.87, 300), (15.0, 1.85, 400)]
-    assert speedrun.first_reach(curve, 1.88) == (12.0, 1.87, 300) and speedrun.first_reach(curve, 1.5) is None
-    assert speedrun.best_within(curve, 10.0) == 1.9 and speedrun.best_within(curve, 0.0) == 4.2
-    g = speedrun.Group("x", "", [curve, curve[:3], curve], [1.0, 1.0, 1.0])
+    assert cells.first_reach(curve, 1.88) == (12.0, 1.87, 300) and cells.first_reach(curve, 1.5) is None
+    assert cells.best_within(curve, 10.0) == 1.9 and cells.best_within(curve, 0.0) == 4.2
+    g = cells.Group("x", "", [curve, curve[:3], curve], [1.0, 1.0, 1.0])
     assert g.times == [12.0, None, 12.0] and g.median_time == 12.0 and g.steps == [300, None, 300]
-    assert speedrun.Group("y", "", [curve[:3], curve[:3], curve], [1.0] * 3).median_time == float("inf")
+    assert cells.Group("y", "", [curve[:3], curve[:3], curve], [1.0] * 3).median_time == float("inf")
 
 
 def test_a_trick_pays_only_with_fewer_steps_and_less_time():
     def group(step, seconds):
-        return speedrun.Group("g", "", [[(0.0, 4.0, 0), (seconds, 1.8, step)]] * 3, [1.0] * 3)
+        return cells.Group("g", "", [[(0.0, 4.0, 0), (seconds, 1.8, step)]] * 3, [1.0] * 3)
 
     base = group(1200, 20.0)
     assert speedrun.pays(group(1000, 18.0), base)
@@ -48,17 +50,17 @@ def nanogpt_log(eval_every=10, steps=30, dt_ms=10.0, eval_ms=700.0) -> str:
 
 
 def test_nanogpts_curve_counts_training_time_only():
-    curve = speedrun.nanogpt_curve(nanogpt_log())
+    curve = nanogpt.nanogpt_curve(nanogpt_log())
     assert [v for _, v, _ in curve] == pytest.approx([4.05, 3.05, 2.05, 1.05])
     assert [t for t, _, _ in curve] == pytest.approx([0.0, 0.1, 0.2, 0.3])  # 10 ms a step, evaluations left out
     assert [n for _, _, n in curve] == [0, 10, 20, 30]
     with pytest.raises(UserError, match="nanoGPT's log"):
-        speedrun.nanogpt_curve("Initializing a new model from scratch\n")
+        nanogpt.nanogpt_curve("Initializing a new model from scratch\n")
 
 
 def test_nanogpts_data_is_the_same_text_split_where_ours_is(tmp_path):
     text = "First Citizen:\nBefore we proceed any further, hear me speak.\n" * 7
-    folder = speedrun.nanogpt_data(tmp_path, text)
+    folder = nanogpt.nanogpt_data(tmp_path, text)
     meta = pickle.loads((folder / "meta.pkl").read_bytes())
     train, val = (np.fromfile(folder / f"{s}.bin", dtype=np.uint16) for s in ("train", "val"))
     decode = lambda ids: "".join(meta["itos"][int(i)] for i in ids)  # noqa: E731
@@ -83,13 +85,13 @@ for i in range(steps + 1):  # val loss 4 / (1 + i/10) + 0.05 at every evaluation
 
 
 def test_a_budget_is_filled_with_whole_evaluation_rounds_and_scored_by_each_runs_best():
-    assert speedrun.steps_in(60, 50.3) == 3015 and speedrun.steps_in(60, 50.0) == 3000
-    assert speedrun.steps_in(0.01, 1.0) == speedrun.EVALS  # never a run without steps
+    assert budgets.steps_in(60, 50.3) == 3015 and budgets.steps_in(60, 50.0) == 3000
+    assert budgets.steps_in(0.01, 1.0) == budgets.EVALS  # never a run without steps
     curve = [(0.0, 4.2, 0), (30.0, 1.9, 1500), (61.0, 1.8, 3000)]
-    assert speedrun.steps_per_second(speedrun.Group("g", "", [curve, [(0.0, 4.0, 0), (20.0, 2.0, 500)]], [])) == (
+    assert budgets.steps_per_second(cells.Group("g", "", [curve, [(0.0, 4.0, 0), (20.0, 2.0, 500)]], [])) == (
         pytest.approx((3000 / 61 + 25) / 2)
     )
-    b = speedrun.Budget(1, 3000, [curve, [(0.0, 4.1, 0), (59.0, 1.7, 3000), (60.0, 1.75, 3000)]])
+    b = budgets.Budget(1, 3000, [curve, [(0.0, 4.1, 0), (59.0, 1.7, 3000), (60.0, 1.75, 3000)]])
     assert b.bests == [1.8, 1.7] and b.seconds == [61.0, 60.0]
     assert b.text() == ["3,000", "1.7500 (1.7000-1.8000)", "60", "2"]
 
@@ -106,13 +108,13 @@ def test_seeds_run_in_turn_across_cells_and_the_preset_in_turn_with_nanogpt(monk
         order.append(log_file.stem)
         return "iter 0: loss 4.0, time 10.00ms"
 
-    monkeypatch.setattr(speedrun, "run_study", run_study)
-    monkeypatch.setattr(speedrun, "curve", lambda r: [(1.0, 2.0, r.name)])  # each run's curve names it
-    monkeypatch.setattr(speedrun, "speed", lambda r: 1.0)
-    monkeypatch.setattr(speedrun, "nanogpt_run", nanogpt_run)
-    monkeypatch.setattr(speedrun, "nanogpt_data", lambda checkout, text: None)
-    monkeypatch.setattr(speedrun, "nanogpt_curve", lambda log: [(1.0, 2.0, 0)])
-    a, b = speedrun.train_groups([("a", [], ""), ("b", [], "")], (1, 2), tmp_path, False, None)
+    monkeypatch.setattr(cells, "run_study", run_study)
+    monkeypatch.setattr(cells, "curve", lambda r: [(1.0, 2.0, r.name)])  # each run's curve names it
+    monkeypatch.setattr(cells, "speed", lambda r: 1.0)
+    monkeypatch.setattr(nanogpt, "nanogpt_run", nanogpt_run)
+    monkeypatch.setattr(nanogpt, "nanogpt_data", lambda checkout, text: None)
+    monkeypatch.setattr(nanogpt, "nanogpt_curve", lambda log: [(1.0, 2.0, 0)])
+    a, b = cells.train_groups([("a", [], ""), ("b", [], "")], (1, 2), tmp_path, False, None)
     assert order == ["a-seed1", "b-seed1", "a-seed2", "b-seed2"]
     assert [c[0][2] for c in a.curves] == ["a-seed1", "a-seed2"] and [c[0][2] for c in b.curves] == [
         "b-seed1",
@@ -120,8 +122,8 @@ def test_seeds_run_in_turn_across_cells_and_the_preset_in_turn_with_nanogpt(monk
     ]
     (tmp_path / "train.py").write_text(""), (tmp_path / "model.py").write_text("")
     order.clear()
-    preset, nano, _, _ = speedrun.preset_and_nanogpt(tmp_path, "", (1, 2, 3), tmp_path, False, None)
-    p = speedrun.PRESET
+    preset, nano, _, _ = nanogpt.preset_and_nanogpt(tmp_path, "", (1, 2, 3), tmp_path, False, None)
+    p = cells.PRESET
     assert order == [f"{p}-seed1", "nanogpt-0", f"{p}-seed2", "nanogpt-1", f"{p}-seed3", "nanogpt-2"]
     assert [c[0][2] for c in preset.curves] == [f"{p}-seed1", f"{p}-seed2", f"{p}-seed3"] and len(nano.curves) == 3
 
@@ -157,7 +159,7 @@ def test_quick_study_times_each_cell_and_a_stand_in_nanogpt_checkout(tmp_path, t
     }
     ours = json.loads((out / "gpt_speedrun-0.01min-seed1337" / "config.json").read_text())
     assert ours["train"]["max_iters"] == budget["gpt_speedrun"]["steps"] and not ours["train"].get("stop_at")
-    assert ours["model"]["ffn"] == "relu2" and budget["gpt_speedrun"]["steps"] % speedrun.EVALS == 0
+    assert ours["model"]["ffn"] == "relu2" and budget["gpt_speedrun"]["steps"] % budgets.EVALS == 0
     assert "## Best val loss in a time budget" in report and (out / "budgets.png").stat().st_size > 1000
 
 
@@ -176,7 +178,7 @@ def test_the_speedrun_preset_is_the_cpu_preset_with_only_its_marked_changes():
     says the truth: the changed ones are exactly where the two presets differ."""
     from tinyformer.config import PRESETS
 
-    changed = {o.split("=")[0] for o in speedrun.preset_overrides("gpt_speedrun")}
+    changed = {o.split("=")[0] for o in cells.preset_overrides("gpt_speedrun")}
     assert changed == {"model.ffn", "model.positions", "train.beta2", "train.max_iters"}
     section = ""
     for line in (PRESETS / "gpt_speedrun.toml").read_text().splitlines():

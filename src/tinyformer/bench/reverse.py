@@ -16,6 +16,9 @@ bf16 around the forward and the loss as the chapter runs on a GPU ("reference+bf
 
     tinyformer bench reverse [--repeats 3] [--max-epochs 15] [--config reverse_fast]
     python -m tinyformer.bench.reverse --impl reference --max-epochs 15   # one worker: one JSON line
+
+The two sides' training loops are `reverse_sides.py`; this module sets them up alike, runs them in turn and
+prints the comparison.
 """
 
 from __future__ import annotations
@@ -23,16 +26,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
-import tempfile
-import time
-from dataclasses import dataclass, field
 
 import torch
 
+from tinyformer.bench.reverse_sides import TARGET, train_reference, train_tinyformer
+from tinyformer.bench.workers import machine_line, run_worker
+
 IMPLS = ("reference", "tinyformer", "reference+bf16", "tinyformer+bf16")  # +bf16: where the CPU has it natively
 PAIRS = (("tinyformer", "reference"), ("tinyformer+bf16", "reference+bf16"))  # (ours, the reference it is timed by)
-TARGET = 0.99  # greedy exact match on the held-out pairs
 REFERENCE = "the course's chapter-20 encoder-decoder (fp32)"
 
 
@@ -60,141 +61,21 @@ def configs(path: str | None = None, precision: str | None = None, n_train: int 
     return ours, ref
 
 
-class TimedEvaluation:
-    """Stands in for a task's `evaluate`: the seconds and exact match of every evaluation the Trainer runs."""
-
-    def __init__(self, evaluate) -> None:
-        self.evaluate, self.rows = evaluate, []
-
-    def __call__(self, model) -> dict:
-        t0 = time.perf_counter()
-        result = self.evaluate(model)
-        self.rows.append((time.perf_counter() - t0, result["exact_match"]))
-        return result
-
-
-@dataclass
-class Record:
-    """One side's evaluations, printed to stderr as they come (the parent passes them on)."""
-
-    impl: str
-    steps_per_epoch: int
-    evals: list[dict] = field(default_factory=list)
-    t0: float = field(default_factory=time.perf_counter)
-
-    def add(self, step: int, train_s: float, eval_s: float, exact_match: float) -> bool:
-        """`train_s`: training seconds so far; `eval_s`: this evaluation's -> whether the target is reached."""
-        row = dict(step=step, train_s=train_s, eval_s=eval_s, exact_match=exact_match)
-        self.evals.append({**row, "wall_s": time.perf_counter() - self.t0})
-        print(
-            f"{self.impl}: epoch {step / self.steps_per_epoch:.3g} (step {step}), {train_s:.1f} s training so far, "
-            f"eval {eval_s:.1f} s, exact match {exact_match:.4f}",
-            file=sys.stderr,
-            flush=True,
-        )
-        return exact_match >= TARGET
-
-    def result(self, epoch_seconds: list[float], precision: str) -> dict:
-        from tinyformer import device as devices
-
-        hit = next((i for i, e in enumerate(self.evals) if e["exact_match"] >= TARGET), None)
-        upto = self.evals[: hit + 1] if hit is not None else []
-        eval_s = sum(e["eval_s"] for e in upto)
-        return {
-            "impl": self.impl,
-            "precision": precision,
-            "epoch_train_s": epoch_seconds,
-            "epoch_s": statistics.median(epoch_seconds) if epoch_seconds else None,
-            "evals": self.evals,
-            "reached": hit is not None,
-            "epochs": upto[-1]["step"] / self.steps_per_epoch if upto else None,
-            "train_s": upto[-1]["train_s"] if upto else None,
-            "eval_s": eval_s if upto else None,
-            "to_target_s": upto[-1]["train_s"] + eval_s if upto else None,
-            "wall_s": upto[-1]["wall_s"] if upto else None,
-            "freed_memory_kept": devices.FREED_MEMORY_KEPT,  # glibc keeps freed tensor memory: both sides alike
-        }
-
-
-def _reference(config, max_epochs: int, bf16: bool = False) -> dict:
-    """The chapter's `main()`: `torch.manual_seed(0)`, its pairs, model and optimizer, an epoch over the
-    DataLoader, then greedy exact match on the first 500 held-out pairs; `bf16`: its one autocast line on (the
-    chapter turns it on on CUDA; here, on a CPU that multiplies bf16 natively)."""
-    from tinyformer.bench import reference as ch
-    from tinyformer.device import keep_freed_memory
-
-    cpu = torch.device("cpu")
-    keep_freed_memory()  # the allocator setting the Trainer makes (`device.configure`): both sides get it
-    torch.manual_seed(0)
-    src_train, tgt_train = ch.chapter_pairs(config.data.n_train, seed=0)
-    src_val, tgt_val = ch.chapter_pairs(config.data.n_val, seed=1)  # the first n of the chapter's 1,000
-    loader = ch.chapter_loader(src_train, tgt_train, batch_size=64)
-    model = ch.ChapterSeq2Seq()
-    opt, schedule = ch.chapter_optimizer(model, d=128, warmup=1000)
-    record, epochs, train_s = Record("reference+bf16" if bf16 else "reference", len(loader)), [], 0.0
-    for epoch in range(1, max_epochs + 1):
-        model.train()
-        t0 = time.perf_counter()
-        for src, tgt in loader:
-            with ch.chapter_autocast(cpu, bf16):
-                loss = ch.chapter_loss(model, src, tgt)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            schedule.step()
-        loss.item()  # the chapter prints the last batch's loss: inside the timed epoch, as ours reads its losses
-        epochs.append(time.perf_counter() - t0)
-        train_s += epochs[-1]
-        t0 = time.perf_counter()
-        exact = ch.greedy_exact_match(model, src_val[: ch.N_SCORED], tgt_val[: ch.N_SCORED])
-        if record.add(epoch * len(loader), train_s, time.perf_counter() - t0, exact):
-            break
-    return record.result(epochs, "bf16" if bf16 else "fp32")
-
-
-def _tinyformer(config, max_epochs: int, impl: str = "tinyformer") -> dict:
-    """The Trainer as `tinyformer train reverse` runs it, stopped (`fit(until=...)`) at each of its evaluations
-    until one reaches the target; an epoch is n_train / batch_size steps."""
-    from tinyformer.device import seed_everything
-    from tinyformer.tasks import ReverseTask
-    from tinyformer.train.trainer import Trainer
-
-    seed_everything(config.train.seed)
-    task = ReverseTask.prepare(config)
-    task.evaluate = timed = TimedEvaluation(task.evaluate)
-    c = task.config.train
-    epoch = max(1, config.data.n_train // c.batch_size)
-    end = min(c.max_iters, max_epochs * epoch)
-    record = Record(impl, epoch)
-    with tempfile.TemporaryDirectory() as run_dir:
-        trainer = Trainer(task.build_model(), task, c, run_dir, progress=False)
-        while trainer.step < end:
-            seen = len(timed.rows)
-            trainer.fit(until=min((trainer.step // c.eval_interval + 1) * c.eval_interval, end))
-            if len(timed.rows) > seen and record.add(trainer.step, trainer.train_seconds, *timed.rows[-1]):
-                break
-    s = trainer.step_seconds
-    return record.result([sum(s[i : i + epoch]) for i in range(0, len(s) - epoch + 1, epoch)], trainer.precision)
-
-
 def worker(impl: str, max_epochs: int, path: str | None = None, precision: str | None = None, **shrink) -> dict:
     """One side, trained in this process -> the JSON `Record.result` describes."""
     ours, ref = configs(path, "bf16" if impl == "tinyformer+bf16" else precision, **shrink)
     if impl.startswith("reference"):
-        return _reference(ref, max_epochs, bf16=impl == "reference+bf16")
-    return _tinyformer(ours, max_epochs, impl)
+        return train_reference(ref, max_epochs, bf16=impl == "reference+bf16")
+    return train_tinyformer(ours, max_epochs, impl)
 
 
 def _spawn(impl: str, max_epochs: int, path: str | None, precision: str | None) -> dict:
-    from tinyformer.bench.train import run_worker
-
     args = ["--impl", impl, "--max-epochs", str(max_epochs)]
     args += (["--config", path] if path else []) + (["--precision", precision] if precision else [])
     return run_worker("tinyformer.bench.reverse", args, echo=True)
 
 
 def _print_header(ours, ref, path: str | None, max_epochs: int, repeats: int) -> None:
-    from tinyformer.bench.train import machine_line
     from tinyformer.device import describe_precision
 
     d, c = ref.data, ours.train
@@ -248,6 +129,18 @@ def _times(ratio: float | None) -> str:
     return f"{ratio:.3f}x" if ratio is not None else "n/a (no pair in which both reached it)"
 
 
+def _print_time_split(rows: list[dict], impls: tuple[str, ...]) -> None:
+    """Each side's median time to the target, split into training and evaluation, and the wall time beside it."""
+    for impl in impls:
+        done = [r[impl] for r in rows if r[impl]["reached"]]
+        if done:
+            split = {k: statistics.median(x[k] for x in done) for k in ("train_s", "eval_s", "wall_s")}
+            print(
+                f"  {impl}: median {split['train_s']:.1f} s training + {split['eval_s']:.1f} s evaluation; "
+                f"wall time with everything else (ours: checkpoints at each evaluation) {split['wall_s']:.1f} s"
+            )
+
+
 def run_reverse_benchmark(
     repeats: int = 3, max_epochs: int = 15, path: str | None = None, precision: str | None = None
 ) -> dict:
@@ -273,14 +166,7 @@ def run_reverse_benchmark(
         print(f"  time to exact match >= {TARGET} (training + evaluation time): {_times(to_target)}")
         suffix = "" if r == "reference" else "_bf16"
         figures |= {f"ratio_epoch_time{suffix}": per_epoch, f"ratio_time_to_target{suffix}": to_target}
-    for impl in impls:
-        done = [r[impl] for r in rows if r[impl]["reached"]]
-        if done:
-            split = {k: statistics.median(x[k] for x in done) for k in ("train_s", "eval_s", "wall_s")}
-            print(
-                f"  {impl}: median {split['train_s']:.1f} s training + {split['eval_s']:.1f} s evaluation; "
-                f"wall time with everything else (ours: checkpoints at each evaluation) {split['wall_s']:.1f} s"
-            )
+    _print_time_split(rows, impls)
     return figures
 
 

@@ -96,7 +96,7 @@ def run_rnn_benchmark(
     shape: dict | None = None,
 ) -> dict:
     """Every cell at every width: print the table, return the figures (`shape` shrinks the batch for tests)."""
-    from tinyformer.bench.train import machine_line
+    from tinyformer.bench.workers import machine_line
 
     dev, shape = torch.device(device), shape or SHAPE
     print(

@@ -9,7 +9,7 @@ Each measurement runs in a fresh process (so its peak RSS is its own), and the i
 (reference, tinyformer, ...) so that noise on a shared machine hits both alike. Per measurement: the median
 step time over `iters` steps after `warmup` untimed ones -> tokens per second, and the mean train loss of the
 last timed steps, which shows that the two did comparable work ("at equal loss"). Reported: per-pair ratios
-and their median, peak RSS and MFU. `--precision` sets tinyformer's fp32 side to another precision.
+and their median, peak RSS and MFU (`bench/mfu.py`). `--precision` sets tinyformer's fp32 side to another precision.
 
     tinyformer bench train [--iters 40] [--repeats 3] [--config gpt_cpu_quick] [--precision fp32]
     python -m tinyformer.bench.train --impl tinyformer --iters 40   # one worker
@@ -21,13 +21,14 @@ import argparse
 import json
 import resource
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
+
+from tinyformer.bench.mfu import mfu
+from tinyformer.bench.workers import machine_line, run_worker
 
 # +ckpt: model.grad_checkpoint=true; the +bf16 sides only where the device multiplies bf16 natively
 IMPLS = ("reference", "tinyformer", "reference+bf16", "tinyformer+bf16", "tinyformer+ckpt")
@@ -130,76 +131,11 @@ def worker(
     }
 
 
-def run_worker(module: str, args: list[str], echo: bool = False) -> dict:
-    """Run `python -m module args` in a fresh process -> the JSON of its last stdout line.
-
-    `echo`: pass its stderr lines (progress) on as they come, above the caller's progress bar."""
-    from tqdm import tqdm
-
-    with tempfile.TemporaryFile("w+") as out:
-        proc = subprocess.Popen([sys.executable, "-m", module, *args], stdout=out, stderr=subprocess.PIPE, text=True)
-        err = []
-        for line in proc.stderr:
-            err.append(line)
-            if echo:
-                tqdm.write(line.rstrip())
-        if proc.wait() != 0:
-            raise RuntimeError(f"benchmark worker {module} {' '.join(args)} failed:\n{''.join(err[-30:])}")
-        out.seek(0)
-        return json.loads(out.read().strip().splitlines()[-1])
-
-
 def _spawn(impl: str, iters: int, data: str | None, precision: str | None, device: str, path: str | None) -> dict:
     args = ["--impl", impl, "--iters", str(iters), "--device", device]
     args += (["--precision", precision] if precision else []) + (["--data", data] if data else [])
     args += ["--config", path] if path else []
     return run_worker("tinyformer.bench.train", args)
-
-
-def machine_line() -> str:
-    """The CPU, whether it multiplies bf16 natively (read from its flags), threads and torch version."""
-    import os
-
-    from tinyformer.device import CPU_BF16_ENV, CPU_BF16_FLAGS, cpu_flags, machine, torch_threads
-
-    found = [f for f in CPU_BF16_FLAGS if f in cpu_flags()]
-    bf16 = f"yes ({', '.join(found)})" if found else f"no (neither {' nor '.join(CPU_BF16_FLAGS)} in /proc/cpuinfo)"
-    if os.environ.get(CPU_BF16_ENV):
-        bf16 += f", taken as {'yes' if os.environ[CPU_BF16_ENV] == '1' else 'no'} ({CPU_BF16_ENV})"
-    threads = f"{torch_threads(torch.get_num_threads())}, torch {torch.__version__}"
-    return f"machine: {machine()['cpu']}; native bf16: {bf16}; {threads}"
-
-
-def matmul_peak_gflops(
-    n: int = 2048, repeats: int = 10, dtype: torch.dtype = torch.float32, device: str = "cpu"
-) -> float:
-    """The device's measured matmul rate in `dtype`: 2 n^3 FLOPs per (n x n) @ (n x n), best of `repeats`."""
-    a, b = (torch.randn(n, n, dtype=dtype, device=device) for _ in range(2))
-    a @ b  # warm-up
-    best = min(_seconds(lambda: a @ b, device) for _ in range(repeats))
-    return 2 * n**3 / best / 1e9
-
-
-def _seconds(fn, device: str = "cpu") -> float:
-    t0 = time.perf_counter()
-    fn()
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize()  # kernels run asynchronously: wait for them before reading the clock
-    return time.perf_counter() - t0
-
-
-def flops_per_token(config) -> float:
-    """Training FLOPs per token: 6N for the matmuls forward and backward, N = parameters outside the embedding
-    tables (a lookup is not a matmul; the untied head is one), plus attention's 12 * n_layer * D * T (QK^T and
-    AV, forward and backward; the count of the PaLM paper's appendix B). `config` must be fitted (its
-    vocab_size known): `GPTTask.prepare(config).config`."""
-    from tinyformer.models.gpt import param_count
-
-    m = config.model
-    if m.vocab_size <= 0:
-        raise ValueError("flops_per_token needs the fitted config (vocab_size > 0): GPTTask.prepare(config).config")
-    tables = m.vocab_size * m.n_embd + (m.block_size * m.n_embd if m.positions == "learned" else 0)
-    return 6 * (param_count(m) - tables) + 12 * m.n_layer * m.n_embd * m.block_size
 
 
 def impls_here(device: str = "cpu") -> tuple[str, ...]:
@@ -268,15 +204,7 @@ def run_benchmark(
     for _ in tqdm(range(repeats), desc="bench", unit="pair"):
         rows.append({impl: _spawn(impl, iters, data, precision, device, path) for impl in impls})
     _print_pairs(rows, pairs)
-    med = {impl: statistics.median(r[impl]["tokens_per_s"] for r in rows) for impl in impls}
-    loss = {impl: statistics.median(r[impl]["loss"] for r in rows) for impl in ("reference", "tinyformer")}
-    ratio = {ref: statistics.median(_ratios(rows, ours, ref)) for ours, ref in pairs}
-    rss = {impl: max(r[impl]["peak_rss_mb"] for r in rows) for impl in impls}
-    print("\nmedian tokens/s: " + ", ".join(f"{i} {med[i]:,.0f} ({rows[0][i]['precision']})" for i in impls))
-    print(f"tinyformer's {rows[-1]['tinyformer']['attention']} (last pair)")
-    for ours, ref in pairs:
-        print(f"median of the per-pair ratios {ours}/{ref}: {ratio[ref]:.3f}x")
-    _print_loss_and_memory(loss, rss, med, iters)
+    med, loss, ratio, rss = _medians(rows, impls, pairs, iters)
     return {
         "reference": REFERENCE,
         "config": path or "the lab recipe",
@@ -287,8 +215,22 @@ def run_benchmark(
         "ratio_tinyformer_bf16_over_reference_bf16": ratio.get("reference+bf16"),
         "pair_ratios": {ref: _ratios(rows, ours, ref) for ours, ref in pairs},
         "peak_rss_mb": rss,
-        **_mfu(c, med["tinyformer"], rows[0]["tinyformer"]["precision"]),
+        **mfu(c, med["tinyformer"], rows[0]["tinyformer"]["precision"]),
     }
+
+
+def _medians(rows: list[dict], impls: tuple[str, ...], pairs: list[tuple[str, str]], iters: int):
+    """-> (median tokens/s, median loss of both fp32 sides, median per-pair ratio by reference, peak RSS), printed."""
+    med = {impl: statistics.median(r[impl]["tokens_per_s"] for r in rows) for impl in impls}
+    loss = {impl: statistics.median(r[impl]["loss"] for r in rows) for impl in ("reference", "tinyformer")}
+    ratio = {ref: statistics.median(_ratios(rows, ours, ref)) for ours, ref in pairs}
+    rss = {impl: max(r[impl]["peak_rss_mb"] for r in rows) for impl in impls}
+    print("\nmedian tokens/s: " + ", ".join(f"{i} {med[i]:,.0f} ({rows[0][i]['precision']})" for i in impls))
+    print(f"tinyformer's {rows[-1]['tinyformer']['attention']} (last pair)")
+    for ours, ref in pairs:
+        print(f"median of the per-pair ratios {ours}/{ref}: {ratio[ref]:.3f}x")
+    _print_loss_and_memory(loss, rss, med, iters)
+    return med, loss, ratio, rss
 
 
 def _print_loss_and_memory(loss: dict, rss: dict, med: dict, iters: int) -> None:
@@ -301,19 +243,6 @@ def _print_loss_and_memory(loss: dict, rss: dict, med: dict, iters: int) -> None
         f"MB, tinyformer with activation checkpointing {rss['tinyformer+ckpt']:.0f} MB "
         f"({med['tinyformer+ckpt']:,.0f} tokens/s)"
     )
-
-
-def _mfu(c, tokens_per_s: float, precision: str) -> dict:
-    """Model FLOPs utilisation of ours, against the measured matmul peak in the precision it ran in."""
-    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-    peak, fpt = matmul_peak_gflops(dtype=dtype, device=c.train.device), flops_per_token(c)
-    mfu = fpt * tokens_per_s / (peak * 1e9)
-    print(
-        f"model FLOPs utilisation: {fpt / 1e6:.2f} MFLOP/token x {tokens_per_s:,.0f} tokens/s = "
-        f"{fpt * tokens_per_s / 1e9:.1f} GFLOP/s of a measured {peak:.1f} GFLOP/s {precision} matmul peak: "
-        f"MFU {mfu:.1%}"
-    )
-    return {"flops_per_token": fpt, "matmul_peak_gflops": peak, "mfu": mfu}
 
 
 def _main() -> None:

@@ -55,12 +55,7 @@ def learn_merges(
     each pair with its count as it is chosen (the guide prints the first ones)."""
     seqs = [list(w) for w in words]
     counts = list(words.values())
-    pairs: Counter[tuple[str, str]] = Counter()
-    holders: defaultdict[tuple[str, str], set[int]] = defaultdict(set)  # pair -> words that held it once
-    for i, (seq, c) in enumerate(zip(seqs, counts, strict=True)):
-        for pair in zip(seq, seq[1:], strict=False):
-            pairs[pair] += c
-            holders[pair].add(i)
+    pairs, holders = count_pairs(seqs, counts)
     heap = [(-c, pair) for pair, c in pairs.items()]  # most frequent first; equal counts: the smaller pair
     heapq.heapify(heap)
     merges: list[tuple[str, str]] = []
@@ -75,24 +70,45 @@ def learn_merges(
         merges.append(pair)
         if on_merge:
             on_merge(pair, count)
-        merged = join(*pair)
-        touched: set[tuple[str, str]] = set()
-        for i in sorted(holders.pop(pair)):
-            seq, c = seqs[i], counts[i]
-            for old in zip(seq, seq[1:], strict=False):
-                pairs[old] -= c
-                touched.add(old)
-            seq = merge_pair(seq, pair, merged)
-            seqs[i] = seq
-            for new in zip(seq, seq[1:], strict=False):
-                pairs[new] += c
-                holders[new].add(i)
-                touched.add(new)
-        pairs.pop(pair, None)
+        touched = merge_everywhere(pair, join(*pair), seqs, counts, pairs, holders)
         for t in touched - {pair}:
             if pairs[t] > 0:
                 heapq.heappush(heap, (-pairs[t], t))
     return merges
+
+
+Pair = tuple[str, str]
+
+
+def count_pairs(seqs: list[list[str]], counts: list[int]) -> tuple[Counter[Pair], defaultdict[Pair, set[int]]]:
+    """-> (each pair of neighbouring symbols with its count over the words, each weighted by its count; the words
+    that hold each pair)."""
+    pairs: Counter[Pair] = Counter()
+    holders: defaultdict[Pair, set[int]] = defaultdict(set)  # pair -> words that held it once
+    for i, (seq, c) in enumerate(zip(seqs, counts, strict=True)):
+        for pair in zip(seq, seq[1:], strict=False):
+            pairs[pair] += c
+            holders[pair].add(i)
+    return pairs, holders
+
+
+def merge_everywhere(pair: Pair, merged: str, seqs, counts, pairs: Counter[Pair], holders) -> set[Pair]:
+    """Merge `pair` in every word that holds it, keeping `pairs` and `holders` up to date (only those words are
+    touched) -> the pairs whose counts changed."""
+    touched: set[Pair] = set()
+    for i in sorted(holders.pop(pair)):
+        seq, c = seqs[i], counts[i]
+        for old in zip(seq, seq[1:], strict=False):
+            pairs[old] -= c
+            touched.add(old)
+        seq = merge_pair(seq, pair, merged)
+        seqs[i] = seq
+        for new in zip(seq, seq[1:], strict=False):
+            pairs[new] += c
+            holders[new].add(i)
+            touched.add(new)
+    pairs.pop(pair, None)
+    return touched
 
 
 def merge_pair(seq: list[str], pair: tuple[str, str], merged: str) -> list[str]:

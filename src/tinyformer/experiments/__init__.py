@@ -43,7 +43,7 @@ EXPERIMENTS: dict[str, Study] = {
     "scale": Study(  # its base is ablation's baseline, the same config: reused (`runner.same_run`)
         "deeper and wider at the same steps; Chinchilla", "gpt_studies:scale", after=("ablation",)
     ),
-    "positions": Study("learned / sinusoidal / RoPE (+NTK) past the trained context", "gpt_studies:positions"),
+    "positions": Study("learned / sinusoidal / RoPE (+NTK) past the trained context", "positions:positions"),
     "tokenizers": Study(  # no item of the guide quotes it (its BPE training is minutes no page would read)
         "characters vs byte-level BPE at the same parameters and wall time", "tokenizers:run", in_guide=False
     ),

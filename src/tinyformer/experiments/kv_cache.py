@@ -111,7 +111,8 @@ def run(out: Path | None = None, quick: bool = False, data: str | None = None) -
     return report(folder, results, n, repeats, quick)
 
 
-def report(folder: Path, results: dict[str, tuple[int, list[dict]]], n: int, repeats: int, quick: bool) -> Path:
+def plot_costs(folder: Path, results: dict[str, tuple[int, list[dict]]]) -> None:
+    """ms_per_token.png: each model's ms per new token against the context, one curve per way of generating."""
     curves = {
         f"{name}: {w}": [(r["context"], r[w]) for r in rows]
         for name, (_, rows) in results.items()
@@ -121,6 +122,45 @@ def report(folder: Path, results: dict[str, tuple[int, list[dict]]], n: int, rep
     plot_series(
         curves, folder / "ms_per_token.png", "context (tokens)", "ms per new token", "Generation cost per token"
     )
+
+
+def cache_verdict(rows: list[dict]) -> str:
+    """Where the cache is slower than re-running the window, or, where it never is, its smallest and largest gain."""
+    speedups = {r["context"]: r["no cache"] / r["cache"] for r in rows}
+    losing = [L for L, s in speedups.items() if s < 1.0]
+    return (
+        f"The cache is slower than re-running the window at context {', '.join(map(str, losing))}."
+        if losing
+        else f"The cache pays off at every context measured; its smallest gain is {min(speedups.values()):.2f}x "
+        f"(context {min(speedups, key=speedups.get)}), its largest {max(speedups.values()):.2f}x "
+        f"(context {max(speedups, key=speedups.get)})."
+    )
+
+
+def model_section(name: str, params: int, rows: list[dict]) -> list[str]:
+    """One model's part of the report: its table of ms per token (HF's column where it was measured), slopes."""
+    ways = [w for w in rows[0] if w != "context"]
+    table = []
+    for r in rows:
+        line = [r["context"], f"{r['no cache']:.2f}", f"{r['cache']:.2f}", f"{r['no cache'] / r['cache']:.2f}x"]
+        if "HF generate" in r:
+            line += [f"{r['HF generate']:.2f}", f"{r['HF generate'] / r['cache']:.2f}x"]
+        table.append(line)
+    cols = ["context", "no cache ms/token", "cache ms/token", "cache speedup"]
+    cols += ["HF generate ms/token", "HF / ours (>1: ours faster)"] if "HF generate" in ways else []
+    return [
+        f"## {name}: {params:,} parameters",
+        "",
+        markdown_table(cols, table),
+        "",
+        f"Measured slopes: {slope(rows, 'no cache'):.1f} µs per context token without the cache, "
+        f"{slope(rows, 'cache'):.1f} µs with it. {cache_verdict(rows)}",
+        "",
+    ]
+
+
+def report(folder: Path, results: dict[str, tuple[int, list[dict]]], n: int, repeats: int, quick: bool) -> Path:
+    plot_costs(folder, results)
     parts = [
         f"Each figure is (median t(n) - median t(1)) / (n - 1) over {repeats} "
         f"alternating measurements, n = {n} new tokens (L - 1 for contexts L <= {n}) after a prompt of L - n: "
@@ -135,33 +175,7 @@ def report(folder: Path, results: dict[str, tuple[int, list[dict]]], n: int, rep
         "",
     ]
     for name, (params, rows) in results.items():
-        ways = [w for w in rows[0] if w != "context"]
-        table = []
-        for r in rows:
-            line = [r["context"], f"{r['no cache']:.2f}", f"{r['cache']:.2f}", f"{r['no cache'] / r['cache']:.2f}x"]
-            if "HF generate" in r:
-                line += [f"{r['HF generate']:.2f}", f"{r['HF generate'] / r['cache']:.2f}x"]
-            table.append(line)
-        cols = ["context", "no cache ms/token", "cache ms/token", "cache speedup"]
-        cols += ["HF generate ms/token", "HF / ours (>1: ours faster)"] if "HF generate" in ways else []
-        speedups = {r["context"]: r["no cache"] / r["cache"] for r in rows}
-        losing = [L for L, s in speedups.items() if s < 1.0]
-        pays = (
-            f"The cache is slower than re-running the window at context {', '.join(map(str, losing))}."
-            if losing
-            else f"The cache pays off at every context measured; its smallest gain is {min(speedups.values()):.2f}x "
-            f"(context {min(speedups, key=speedups.get)}), its largest {max(speedups.values()):.2f}x "
-            f"(context {max(speedups, key=speedups.get)})."
-        )
-        parts += [
-            f"## {name}: {params:,} parameters",
-            "",
-            markdown_table(cols, table),
-            "",
-            f"Measured slopes: {slope(rows, 'no cache'):.1f} µs per context token without the cache, "
-            f"{slope(rows, 'cache'):.1f} µs with it. {pays}",
-            "",
-        ]
+        parts += model_section(name, params, rows)
     parts += [
         figure("ms_per_token.png", "ms per token"),
         "",

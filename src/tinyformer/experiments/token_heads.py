@@ -136,7 +136,6 @@ def tagging(out: Path | None = None, quick: bool = False, data: str | None = Non
 
     folder, mlm_dir, results = train_all("tag", out, quick, data, mlm)
     task = TagTask.prepare(results[0].run.config, results[0].run.tokenizer)
-    n = {k: len(v) for k, v in task.splits.items()}
     rows = lambda run: len(TagTask.prepare(run.config, run.tokenizer).rows["train"])  # noqa: E731
     f1_per_epoch(
         results,
@@ -144,15 +143,29 @@ def tagging(out: Path | None = None, quick: bool = False, data: str | None = Non
         folder / "f1_per_epoch.png",
         "Tagging names: validation entity F1 (seen names; unseen names are scored at the end)",
     )
-    gaz = {p: test_json(results[0])[p]["gazetteer"] for p in ("test", "unseen")}
-    gaz_row = ["gazetteer (the training names looked up)", "-", "-", gaz["test"]["f1"], gaz["unseen"]["f1"]]
-    gaz_row += [gaz["unseen"]["recall"], "-", "-"]
     score = lambda t: {"seen": t["test"]["f1"], "unseen": t["unseen"]["f1"], "recall": t["unseen"]["recall"]}  # noqa: E731
     table = by_init(results, score)
     head = ["init", "seeds", "parameters", "entity F1, seen names", "entity F1, unseen names", "recall, unseen"]
     best = max(results, key=lambda r: test_json(r)["unseen"]["f1"])
     parts = [
         *intro(mlm_dir, "tinyformer experiment tagging"),
+        *tagging_task_text(task),
+        markdown_table(head + ["steps x batch", "train s"], [*table, gazetteer_row(results[0])]),
+        "",
+        f"Validation F1 per epoch: {figure('f1_per_epoch.png', 'f1')}",
+        "",
+        f"Predictions of `{best.cell.name}` on unseen-names passages (a word that is a name in the gold tags or the "
+        "prediction is shown as [word: gold, predicted]):",
+        "",
+        *tag_examples(test_json(best)["unseen"]["examples"]),
+    ]
+    return write_report(folder, "Tagging character names in Tiny Shakespeare", quick, parts)
+
+
+def tagging_task_text(task) -> list[str]:
+    """The tagging report's account of the task (its splits, the held-out names) and of what its numbers mean."""
+    n = {k: len(v) for k, v in task.splits.items()}
+    return [
         f"The task: tag every mention of a character name inside the speeches (B-PER, I-PER, O). The names come "
         f"from the speaker headers; {len(task.unseen_names)} of them are held out "
         f"({', '.join(task.unseen_names[:12])}, ...). Train {n['train']}, val {n['val']} and the seen-names test "
@@ -165,16 +178,14 @@ def tagging(out: Path | None = None, quick: bool = False, data: str | None = Non
         "scores 0 on unseen names: no lookup can find a name it has never seen. The unseen column is the one that "
         "says whether a model reads context.",
         "",
-        markdown_table(head + ["steps x batch", "train s"], [*table, gaz_row]),
-        "",
-        f"Validation F1 per epoch: {figure('f1_per_epoch.png', 'f1')}",
-        "",
-        f"Predictions of `{best.cell.name}` on unseen-names passages (a word that is a name in the gold tags or the "
-        "prediction is shown as [word: gold, predicted]):",
-        "",
-        *tag_examples(test_json(best)["unseen"]["examples"]),
     ]
-    return write_report(folder, "Tagging character names in Tiny Shakespeare", quick, parts)
+
+
+def gazetteer_row(r: CellResult) -> list:
+    """The baseline's row of the tagging table: the training names looked up, as a run's test.json scored it."""
+    gaz = {p: test_json(r)[p]["gazetteer"] for p in ("test", "unseen")}
+    row = ["gazetteer (the training names looked up)", "-", "-", gaz["test"]["f1"], gaz["unseen"]["f1"]]
+    return [*row, gaz["unseen"]["recall"], "-", "-"]
 
 
 def tag_examples(examples: list[dict], k: int = 6) -> list[str]:
@@ -198,28 +209,14 @@ def qa(out: Path | None = None, quick: bool = False, data: str | None = None, ml
     task = QATask.prepare(results[0].run.config, results[0].run.tokenizer)
     rows = lambda run: len(QATask.prepare(run.config, run.tokenizer).train_rows)  # noqa: E731
     f1_per_epoch(results, rows, folder / "f1_per_epoch.png", "Who says ...? validation token F1")
-    base = test_json(results[0])["baseline"]
-    table = by_init(results, lambda t: {"em": t["em"], "f1": t["f1"]})
-    table.append(["nearest header before the passage midpoint", "-", "-", f"{base['em']:.4f}", f"{base['f1']:.4f}"])
-    table[-1] += ["-", "-"]
     best = max(results, key=lambda r: test_json(r)["f1"])
     shutil.copyfile(best.run.path / SPAN_PNG, folder / SPAN_PNG)
-    n = {k: len(v) for k, v in task.splits.items()}
     parts = [
         *intro(mlm_dir, "tinyformer experiment qa"),
-        f"The task: a passage of {task.config.data.speeches} consecutive speeches (each cut to its first 3 lines) "
-        "with their headers, and the question \"Who says '<one of its lines>'?\"; the answer is the header of the "
-        f"speech holding the line. Train {n['train']}, val {n['val']}, test {n['test']} questions, split by "
-        f"passage. Windows of {task.config.data.seq_len} pieces, {task.config.data.stride} apart.",
-        "",
-        "What the numbers mean: SQuAD exact match and token F1 of the best valid span over all windows of a "
-        "question. The baseline ignores the question and answers the header nearest before the middle of the "
-        "passage; it is often right because a scene alternates between two speakers. A model must find the line "
-        "in the passage and read back to the header above it.",
-        "",
+        *qa_task_text(task),
         markdown_table(
             ["init", "seeds", "parameters", "exact match", "F1", "steps x batch", "train s"],
-            table,
+            qa_table(results),
         ),
         "",
         f"Validation F1 per epoch: {figure('f1_per_epoch.png', 'f1')}",
@@ -235,3 +232,29 @@ def qa(out: Path | None = None, quick: bool = False, data: str | None = None, ml
         ],
     ]
     return write_report(folder, "Extractive QA: who says this line?", quick, parts)
+
+
+def qa_table(results: list[CellResult]) -> list[list]:
+    """The QA table's rows: one per init, then the nearest-header baseline."""
+    base = test_json(results[0])["baseline"]
+    table = by_init(results, lambda t: {"em": t["em"], "f1": t["f1"]})
+    table.append(["nearest header before the passage midpoint", "-", "-", f"{base['em']:.4f}", f"{base['f1']:.4f}"])
+    table[-1] += ["-", "-"]
+    return table
+
+
+def qa_task_text(task) -> list[str]:
+    """The QA report's account of the task (passages, questions, splits, windows) and of what its numbers mean."""
+    n = {k: len(v) for k, v in task.splits.items()}
+    return [
+        f"The task: a passage of {task.config.data.speeches} consecutive speeches (each cut to its first 3 lines) "
+        "with their headers, and the question \"Who says '<one of its lines>'?\"; the answer is the header of the "
+        f"speech holding the line. Train {n['train']}, val {n['val']}, test {n['test']} questions, split by "
+        f"passage. Windows of {task.config.data.seq_len} pieces, {task.config.data.stride} apart.",
+        "",
+        "What the numbers mean: SQuAD exact match and token F1 of the best valid span over all windows of a "
+        "question. The baseline ignores the question and answers the header nearest before the middle of the "
+        "passage; it is often right because a scene alternates between two speakers. A model must find the line "
+        "in the passage and read back to the header above it.",
+        "",
+    ]

@@ -92,14 +92,7 @@ def run_routes(app: FastAPI, store: RunStore, limits: Limits) -> None:
 
     @app.get("/api/runs", summary="the runs under the served folder, and those that cannot be read (why)")
     def runs() -> dict:
-        listed, unreadable = [], []
-        for name in store.names():
-            try:
-                listed.append(summary(store, name))
-            except NotFound:
-                continue  # gone since it was found
-            except (UserError, OSError) as e:  # a bad file in it: named with its one-line reason
-                unreadable.append({"name": name, "error": " ".join(str(e).split())})
+        listed, unreadable = listing(store)
         return {
             "root": str(store.root),
             "runs": listed,
@@ -129,15 +122,33 @@ def run_routes(app: FastAPI, store: RunStore, limits: Limits) -> None:
         "/api/page", summary="the run as one HTML file that runs it offline, as `tinyformer export page` writes it"
     )
     def page(run: str) -> Response:
-        from tinyformer.export.page import page_html
+        return page_download(store, run)
 
-        held = get(store, run, view="generate")
-        with blame("run", 422):  # a model the page's engine does not run: the reason, in one line
-            html = store.call(lambda: page_html(held.run))
-        name = re.sub(r"[^\w.-]+", "-", run).strip("-") or "run"
-        return Response(
-            html, media_type="text/html", headers={"Content-Disposition": f'attachment; filename="{name}.html"'}
-        )
+
+def listing(store: RunStore) -> tuple[list[dict], list[dict]]:
+    """-> (each readable run's `summary`, each unreadable one's name with its one-line reason)."""
+    listed, unreadable = [], []
+    for name in store.names():
+        try:
+            listed.append(summary(store, name))
+        except NotFound:
+            continue  # gone since it was found
+        except (UserError, OSError) as e:  # a bad file in it: named with its one-line reason
+            unreadable.append({"name": name, "error": " ".join(str(e).split())})
+    return listed, unreadable
+
+
+def page_download(store: RunStore, run: str) -> Response:
+    """The run as one HTML file (`tinyformer export page`'s), to download as RUN.html."""
+    from tinyformer.export.page import page_html
+
+    held = get(store, run, view="generate")
+    with blame("run", 422):  # a model the page's engine does not run: the reason, in one line
+        html = store.call(lambda: page_html(held.run))
+    name = re.sub(r"[^\w.-]+", "-", run).strip("-") or "run"
+    return Response(
+        html, media_type="text/html", headers={"Content-Disposition": f'attachment; filename="{name}.html"'}
+    )
 
 
 def page_refusal(model) -> str | None:
@@ -179,23 +190,25 @@ def model_routes(app: FastAPI, store: RunStore, limits: Limits) -> None:
     @app.post("/api/attention", summary="attention from one token, every layer x head, with head roles")
     def attention(body: Attention) -> dict:
         held = get(store, body.run, view="attention")
-
-        def answer() -> dict:
-            with inference(held.run.model), held.run.autocast():
-                return attention_from(held.run, body.text, body.ids, body.query, body.part)
-
-        return store.call(answer)
+        return store.call(lambda: attention_of(held.run, body))
 
     @app.post("/api/predict", summary="the task's answer for its inputs, as panels")
     def predict(body: Predict) -> dict:
         held = get(store, body.run, view="predict")
         options = task_options(held.run.task, body.inputs)
+        return store.call(lambda: panels_of(held.run, options))
 
-        def answer() -> dict:
-            with inference(held.run.model), held.run.autocast(), blame("inputs"):
-                return {"panels": held.run.task.play(held.run.model, **options)}
 
-        return store.call(answer)
+def attention_of(run, body: Attention) -> dict:
+    """/api/attention's answer, computed on the model thread in eval mode and the run's precision."""
+    with inference(run.model), run.autocast():
+        return attention_from(run, body.text, body.ids, body.query, body.part)
+
+
+def panels_of(run, options: dict) -> dict:
+    """/api/predict's answer: the task's panels for `options` (a bad input is a 4xx naming "inputs")."""
+    with inference(run.model), run.autocast(), blame("inputs"):
+        return {"panels": run.task.play(run.model, **options)}
 
 
 def get(store: RunStore, name: str, view: str | None = None):

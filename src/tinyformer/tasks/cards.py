@@ -71,6 +71,12 @@ TRANSLATE = dict(  # every task whose verb is translate shares its options: one 
     predict_args=(SOURCE, BEAM),
 )
 
+
+def column_args(task: str, *columns: str) -> tuple[Arg, ...]:
+    """`train` options naming a table's columns: `--NAME-col` sets data.NAME_col, whose default is NAME."""
+    return tuple(Arg(f"--{c}-col", f"{task}: the table's {c} column (data.{c}_col, default {c})") for c in columns)
+
+
 CARDS: dict[str, Card] = {
     card.name: card
     for card in (
@@ -107,20 +113,14 @@ CARDS: dict[str, Card] = {
             "label a text with a classifier run",
             (Arg("text", "the text to label"),),
             data_format="a .csv/.tsv/.jsonl table",
-            data_args=(
-                Arg("--text-col", "classify: the table's text column (data.text_col, default text)"),
-                Arg("--label-col", "classify: the table's label column (data.label_col, default label)"),
-            ),
+            data_args=column_args("classify", "text", "label"),
         ),
         Card(
             "seq2seq",
             "tinyformer.tasks.seq2seq:Seq2SeqTask",
             eval_args=(BEAM,),
             data_format="a .csv/.tsv/.jsonl table of pairs",
-            data_args=(
-                Arg("--source-col", "seq2seq: the table's source column (data.source_col, default source)"),
-                Arg("--target-col", "seq2seq: the table's target column (data.target_col, default target)"),
-            ),
+            data_args=column_args("seq2seq", "source", "target"),
             **TRANSLATE,
         ),
         Card(

@@ -40,9 +40,9 @@ from tinyformer.models.classifier import (
     TextClassifier,
 )
 from tinyformer.plots import plot_confusion
-from tinyformer.tasks.base import fit_model, panel
+from tinyformer.tasks.base import panel
 from tinyformer.tasks.cards import CARDS
-from tinyformer.tasks.encoder import EncoderTask, fit_tokenizer, pretrained_config, recipe
+from tinyformer.tasks.encoder import EncoderTask, check_splits, pretrained_config, recipe
 
 TEST_JSON, CONFUSION_PNG = "test.json", "confusion.png"
 
@@ -107,15 +107,10 @@ class ClassifyTask(EncoderTask):
         config, tokenizer = pretrained_config(config, tokenizer)
         examples = load_examples(d)
         split = stratified_split(examples.labels, d.val_fraction, d.test_fraction, d.split_seed)
-        empty = [name for name, idx in split.items() if not idx]
-        if empty:
-            raise UserError(
-                f"the {' and '.join(empty)} split would be empty with {len(examples)} examples; "
-                "give more examples per label or larger data.val_fraction / data.test_fraction"
-            )
+        advice = "give more examples per label or larger data.val_fraction / data.test_fraction"
+        check_splits(split, len(examples), "examples", advice)
         splits = {name: examples.subset(idx) for name, idx in split.items()}
-        tokenizer = tokenizer or fit_tokenizer(config, splits["train"].texts)
-        task = cls(fit_model(config, vocab_size=tokenizer.vocab_size, labels=examples.classes), tokenizer)
+        task = cls.fitted(config, tokenizer, splits["train"].texts, labels=examples.classes)
         task.splits = splits
         task.encoded = {name: task._encode(s) for name, s in splits.items()}
         return task

@@ -20,8 +20,8 @@ from tinyformer.data.subword import SubwordTokenizer
 from tinyformer.errors import UserError
 from tinyformer.models.bert import BertForMaskedLM
 from tinyformer.models.classifier import check_transformer, load_encoder_from, load_hf_encoder, with_architecture
-from tinyformer.tasks.base import Task
-from tinyformer.tasks.mlm import pretrained_source
+from tinyformer.tasks.base import Task, fit_model
+from tinyformer.tasks.mlm import loaded_bert, pretrained_source
 
 
 def recipe(**changes) -> TrainConfig:
@@ -53,11 +53,25 @@ class EncoderTask(Task):
     def load_tokenizer(cls, path: Path) -> SubwordTokenizer:
         return SubwordTokenizer.load(path)
 
+    @classmethod
+    def fitted(cls, config: RunConfig, tokenizer: SubwordTokenizer | None, texts: list[str], **fitted) -> EncoderTask:
+        """A task (no data yet) on `config` fitted to its tokenizer, the one given or `fit_tokenizer`'s from the
+        training `texts`, and to `fitted` (the labels)."""
+        tokenizer = tokenizer or fit_tokenizer(config, texts)
+        return cls(fit_model(config, vocab_size=tokenizer.vocab_size, **fitted), tokenizer)
+
     def init_from(self) -> str:
         return self.config.model.init_from
 
     def init_model(self, model: nn.Module, source) -> None:
         init_encoder(model, source, self.config, self.head)
+
+
+def check_splits(split: dict[str, list[int]], n: int, things: str, advice: str) -> None:
+    """One line naming each split that would be empty with `n` `things` (sentences, examples), and what to do."""
+    empty = [name for name, idx in split.items() if not idx]
+    if empty:
+        raise UserError(f"the {' and '.join(empty)} split would be empty with {n} {things}; {advice}")
 
 
 def tokenizer_file(where: str) -> Path:
@@ -93,12 +107,7 @@ def init_encoder(model: nn.Module, source, config: RunConfig, head: str) -> None
     `model.init_from` names (`tinyformer.runs.load_source`); `head` names what stays new."""
     where = config.model.init_from
     if isinstance(source, Path):
-        what = load_hf_encoder(model, source)
-        c = config.model
-        print(
-            f"model.init_from={where!r}: a BERT of {c.n_layer} layers x {c.n_head} heads x {c.n_embd} wide and "
-            f"{c.vocab_size:,} tokens, from {source}; loaded its tokenizer and {what}; the {head} is new"
-        )
+        print(loaded_bert(where, config.model, source, load_hf_encoder(model, source)) + f"; the {head} is new")
         return
     if not isinstance(source.model, BertForMaskedLM):
         raise UserError(f"model.init_from={where!r} is a {source.config.task!r} run; it needs a `train mlm` run")

@@ -85,6 +85,14 @@ def pretrained_source(where: str, backend: str = "sdpa") -> tuple[BertConfig, Su
     return bert, tokenizer
 
 
+def loaded_bert(where: str, c: BertConfig, source: Path, what: str) -> str:
+    """The line a run prints once `model.init_from`'s Hugging Face BERT is loaded: its size, folder and `what`."""
+    return (
+        f"model.init_from={where!r}: a BERT of {c.n_layer} layers x {c.n_head} heads x {c.n_embd} wide "
+        f"and {c.vocab_size:,} tokens, from {source}; loaded its tokenizer and {what}"
+    )
+
+
 def pretrain_recipe() -> TrainConfig:
     return TrainConfig(
         max_iters=4000,
@@ -155,12 +163,7 @@ class MLMTask(Task):
         """Copy the Hugging Face BERT folder `source` (what `model.init_from` names) into the model."""
         if not isinstance(source, Path):  # a tinyformer run folder: refused in prepare already
             raise UserError(f"model.init_from={self.init_from()!r} is not a Hugging Face BERT")
-        what = load_hf_weights(model, source)
-        c = self.config.model
-        print(
-            f"model.init_from={self.init_from()!r}: a BERT of {c.n_layer} layers x {c.n_head} heads x {c.n_embd} wide "
-            f"and {c.vocab_size:,} tokens, from {source}; loaded its tokenizer and {what}"
-        )
+        print(loaded_bert(self.init_from(), self.config.model, source, load_hf_weights(model, source)))
 
     def ends(self) -> dict[str, int]:
         return {"cls_id": self.tokenizer.cls_id, "sep_id": self.tokenizer.sep_id}

@@ -17,7 +17,6 @@ probabilities along one test passage.
 from __future__ import annotations
 
 import json
-import random
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,22 +28,24 @@ from tinyformer.data.qa import (
     QAExample,
     Window,
     decode,
-    exact_match,
+    first_per_passage,
     make_windows,
     nearest_header_baseline,
-    read_squad,
-    token_f1,
+    span_distributions,
+    span_probability,
+    split_by_passage,
     who_says,
 )
+from tinyformer.data.squad import exact_match, read_squad, token_f1
 from tinyformer.data.subword import SubwordTokenizer, pad_batch
 from tinyformer.data.tinyshakespeare import read_text, resolve_path
 from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.files import write_text
 from tinyformer.models.token_heads import EncoderHeadConfig, SpanExtractor
-from tinyformer.tasks.base import fit_model, panel
+from tinyformer.tasks.base import panel
 from tinyformer.tasks.cards import CARDS
-from tinyformer.tasks.encoder import EncoderTask, fit_tokenizer, pretrained_config, recipe
+from tinyformer.tasks.encoder import EncoderTask, pretrained_config, recipe
 
 TEST_JSON, SPAN_PNG = "test.json", "span.png"
 EVAL_QUESTIONS = 2  # built-in task: questions per val / test passage (training passages have data.questions)
@@ -90,31 +91,6 @@ class QADataConfig:
 QA_RECIPE = dict(max_iters=800, lr=1e-3, min_lr=1e-4, warmup_iters=100, eval_interval=200)
 
 
-def split_by_passage(examples: list[QAExample], val: float, test: float, seed: int) -> dict[str, list[QAExample]]:
-    """Questions on one passage stay together; passages are shuffled (seeded) and cut by fraction."""
-    contexts = list(dict.fromkeys(e.context for e in examples))
-    random.Random(f"qa:{seed}").shuffle(contexts)
-    n_test, n_val = max(1, round(test * len(contexts))), max(1, round(val * len(contexts)))
-    if n_test + n_val >= len(contexts):
-        raise UserError(
-            f"{len(contexts)} distinct passages leave no training passage with data.val_fraction={val} and "
-            f"data.test_fraction={test}; give more passages or lower the fractions"
-        )
-    part = {c: "test" if i < n_test else "val" if i < n_test + n_val else "train" for i, c in enumerate(contexts)}
-    return {s: [e for e in examples if part[e.context] == s] for s in ("train", "val", "test")}
-
-
-def first_per_passage(examples: list[QAExample], k: int) -> list[QAExample]:
-    """The first k questions on each passage, in order."""
-    seen: dict[str, int] = {}
-    out = []
-    for e in examples:
-        seen[e.context] = seen.get(e.context, 0) + 1
-        if seen[e.context] <= k:
-            out.append(e)
-    return out
-
-
 class QATask(EncoderTask):
     card = CARDS["qa"]
     select = "error"  # best.safetensors = highest val token F1 (error = 1 - F1)
@@ -142,8 +118,7 @@ class QATask(EncoderTask):
         if builtin(d.path):  # scoring asks fewer questions per passage: the same passages, a quarter of the time
             splits |= {s: first_per_passage(splits[s], EVAL_QUESTIONS) for s in ("val", "test")}
         texts = [t for e in splits["train"] for t in (e.question, e.context)]
-        tokenizer = tokenizer or fit_tokenizer(config, list(dict.fromkeys(texts)))
-        task = cls(fit_model(config, vocab_size=tokenizer.vocab_size), tokenizer)
+        task = cls.fitted(config, tokenizer, list(dict.fromkeys(texts)))
         task.splits = splits
         task.windows = {s: [task.windows_of(e, where=d.path) for e in ex] for s, ex in splits.items()}
         task.train_rows = [w for ws in task.windows["train"] for w in ws]
@@ -295,16 +270,6 @@ def read_context(context: str | None) -> str:
     return context
 
 
-def span_probability(window, start: torch.Tensor, end: torch.Tensor, a) -> float:
-    """P(start) * P(end) of the chosen span, each a softmax over the window's passage positions."""
-    valid = torch.tensor([o is not None for o in window.offsets])  # (T,)
-    s = next(i for i, o in enumerate(window.offsets) if o is not None and o[0] == a.start)
-    e = next(i for i, o in enumerate(window.offsets) if o is not None and o[1] == a.end and i >= s)
-    ps = start.float().masked_fill(~valid, float("-inf")).softmax(-1)  # (T,), fp32 under any autocast
-    pe = end.float().masked_fill(~valid, float("-inf")).softmax(-1)  # (T,)
-    return float(ps[s] * pe[e])
-
-
 def plot_span(task: QATask, model: nn.Module, e: QAExample, png: Path) -> Path:
     """The start and end probabilities along the first window of one passage, with the gold answer marked."""
     from tinyformer.plots import plot_span_probabilities
@@ -312,9 +277,7 @@ def plot_span(task: QATask, model: nn.Module, e: QAExample, png: Path) -> Path:
     w = task.windows_of(e)[0]
     starts, ends, _ = task.logits(model, [w])
     tokens = task.tokenizer.hf.id_to_token
-    valid = torch.tensor([o is not None for o in w.offsets])
-    ps = starts[0].float().masked_fill(~valid, float("-inf")).softmax(-1)
-    pe = ends[0].float().masked_fill(~valid, float("-inf")).softmax(-1)
+    ps, pe = span_distributions(w, starts[0], ends[0])
     labels = [tokens(i) for i in w.input_ids]
     title = f"{e.question}  (gold: {e.answers[0][0]})"
     return plot_span_probabilities(labels, ps.tolist(), pe.tolist(), (w.start, w.end), png, title)

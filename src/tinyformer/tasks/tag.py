@@ -40,9 +40,9 @@ from tinyformer.device import inference, model_device
 from tinyformer.errors import UserError
 from tinyformer.files import write_text
 from tinyformer.models.token_heads import EncoderHeadConfig, TokenTagger
-from tinyformer.tasks.base import fit_model, panel
+from tinyformer.tasks.base import panel
 from tinyformer.tasks.cards import CARDS
-from tinyformer.tasks.encoder import EncoderTask, fit_tokenizer, pretrained_config, recipe
+from tinyformer.tasks.encoder import EncoderTask, check_splits, pretrained_config, recipe
 
 TEST_JSON = "test.json"
 
@@ -97,15 +97,10 @@ class TagTask(EncoderTask):
             split = split_indices(list(range(len(data))), d.val_fraction, d.test_fraction, d.split_seed)
         if len(data.labels) < 2:
             raise UserError(f"{d.path}: every tag is O; a tagger needs entities tagged B-<type> (and I-<type>)")
-        empty = [name for name, idx in split.items() if not idx]
-        if empty:
-            raise UserError(
-                f"the {' and '.join(empty)} split would be empty with {len(data)} sentences; give more sentences "
-                "or change data.val_fraction / data.test_fraction"
-            )
+        advice = "give more sentences or change data.val_fraction / data.test_fraction"
+        check_splits(split, len(data), "sentences", advice)
         splits = {name: data.subset(idx) for name, idx in split.items()}
-        tokenizer = tokenizer or fit_tokenizer(config, [" ".join(w) for w in splits["train"].words])
-        task = cls(fit_model(config, vocab_size=tokenizer.vocab_size, labels=data.labels), tokenizer)
+        task = cls.fitted(config, tokenizer, [" ".join(w) for w in splits["train"].words], labels=data.labels)
         task.splits, task.unseen_names = splits, unseen_names
         task.rows = {name: task.encode(s) for name, s in splits.items()}
         return task
