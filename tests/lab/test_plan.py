@@ -195,7 +195,8 @@ def test_a_sources_code_is_what_its_commands_can_run_found_from_the_imports():
     assert "src/tinyformer/tasks/mlm.py" not in ablation and "src/tinyformer/viz/html.py" not in ablation
     cross = code_of([["viz", "cross-attention", "{runs}/experiments/reverse-ablation/baseline", "7", "3"]])
     assert "src/tinyformer/tasks/reverse.py" in cross  # the task of the run it reads, which another source trains
-    assert "src/tinyformer/bench/context.py" in code_of([["experiment", "attention-variants"]])
+    variants = code_of([["experiment", "attention-variants"]])  # its cases, measured as the benchmarks measure
+    assert "src/tinyformer/experiments/context.py" in variants and "src/tinyformer/measure.py" in variants
     bert = code_of([["viz", "bert", "--sentence", "a b"]])
     assert "src/tinyformer/viz/hf.py" in bert and "src/tinyformer/train/trainer.py" not in bert
 
