@@ -42,6 +42,7 @@ MODULES = (  # tinyformer modules that no --help imports: studies, benchmarks, t
     "tinyformer.experiments.",
     "tinyformer.bench.",
     "tinyformer.serve.app",
+    "tinyformer.serve.bench",
     "tinyformer.serve.generation",
     "tinyformer.serve.errors",
     "tinyformer.serve.bodies",
