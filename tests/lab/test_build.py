@@ -282,3 +282,20 @@ def test_the_hours_build_leaves_the_extra_source_out_says_how_to_make_it_and_cou
     hour = plan.Outcome(made=[plan.Made("lab/bench-rnn", 60.0, 50.0, 0)], elapsed=60.0, planned=50.0)
     write(tmp_path / "w", [], Found(stamps=stamps, made=hour))
     assert json.loads((tmp_path / "w" / "facts.json").read_text())["build"]["elapsed_s"] == 60.0
+
+
+def test_what_the_lab_does_with_a_study_is_the_labs_and_names_studies_only():
+    """`Study` says what a study is; how the guide makes it (`lab/studies.py`) is the lab's: no field of one is
+    a field of the other, every study the lab's tables name exists, and one left out is not a source."""
+    from dataclasses import fields
+
+    from tinyformer.experiments import EXPERIMENTS, Study
+    from tinyformer.lab import studies
+    from tinyformer.lab.sources import STUDIES
+
+    lab_only = {f.name for f in fields(studies.InGuide)} | {"in_guide", "lab_args"}
+    assert not {f.name for f in fields(Study)} & lab_only
+    assert set(studies.HOW) | set(studies.LEFT_OUT) <= set(EXPERIMENTS)
+    assert not set(studies.HOW) & set(studies.LEFT_OUT)
+    assert set(STUDIES) == set(EXPERIMENTS) - set(studies.LEFT_OUT)
+    assert "experiments/tokenizers" not in SOURCES and SOURCES["experiments/tagging"].argv(False)[0][-2] == "--mlm"
