@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tinyformer.lab import imports
+from tools import imports
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "tinyformer"
@@ -172,8 +172,8 @@ def documented() -> tuple[str, list[tuple[str, list[str]]]]:
     """(the order line, [(layer, its modules in order)]) of docs/architecture.md's section "The layers"."""
     section = ARCHITECTURE.read_text(encoding="utf-8").split("## The layers", 1)[1].split("\n## ", 1)[0]
     line = re.search(r"```\n(.*?)\n```", section, re.S).group(1).strip()
-    table = [r.split("|")[1:3] for r in section.splitlines() if r.startswith("| ")]
-    rows = table[2:]  # under the header and its rule
+    table = re.search(r"^\| layer \|.*?(?=\n[^|])", section, re.S | re.M).group(0).splitlines()
+    rows = [r.split("|")[1:3] for r in table[2:]]  # under the header and its rule
     return line, [(name.strip(), re.findall(r"`([^`]+)`", modules)) for name, modules in rows]
 
 

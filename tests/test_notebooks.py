@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import needs_play
-from tinyformer.lab.notebooks import EXAMPLE, OUT, SOURCE, differing, example_cells, page_code
+from tools.lab.notebooks import EXAMPLE, OUT, SOURCE, differing, example_cells, page_code
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ("1-char-gpt", "2-bert-heads", "3-encoder-decoder", "4-model-collection")

@@ -15,10 +15,11 @@ import pytest
 
 from tinyformer.cli import main
 from tinyformer.errors import UserError
-from tinyformer.lab.build import build
-from tinyformer.lab.render import FRONT, PLACEHOLDER, fill, front_page, index, key, render, templates, typed_numbers
+from tinyformer.lab.placeholders import PLACEHOLDER, key
 from tinyformer.lab.sources import SOURCES, run_facts
 from tinyformer.results import table_facts
+from tools.lab.build import build
+from tools.lab.render import FRONT, fill, front_page, index, render, templates, typed_numbers
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "docs" / "lab" / "templates"
@@ -223,7 +224,7 @@ def test_every_test_the_guide_names_exists():
 
 
 def test_a_figure_that_differs_only_by_one_rounding_is_not_rewritten(tmp_path):
-    from tinyformer.lab.build import same_in_substance
+    from tools.lab.build import same_in_substance
 
     def pair(a: str, b: str, name: str = "x.html") -> tuple[Path, Path]:
         (tmp_path / "old").mkdir(exist_ok=True)
@@ -241,7 +242,8 @@ def test_a_figure_that_differs_only_by_one_rounding_is_not_rewritten(tmp_path):
 def test_a_build_makes_what_the_quoted_sources_read_though_no_page_quotes_it():
     """No page quotes the bake-off's masked LM, but tagging, qa and the bake-off start from it: a build that
     left it out started qa at once, which failed with "no tokenizer at .../classifiers/mlm"."""
-    from tinyformer.lab.build import needs, used_sources
+    from tinyformer.lab.sources import needs
+    from tools.lab.build import used_sources
 
     texts = templates(TEMPLATES)
     quoted = {m.group(2) for text in texts.values() for m in PLACEHOLDER.finditer(text)}
@@ -257,8 +259,8 @@ def test_the_hours_build_leaves_the_extra_source_out_says_how_to_make_it_and_cou
     """The speedrun study (50 minutes, a nanoGPT checkout beside it) is beyond the hour: `--train` names it and
     makes the rest, a build that made the rest is the guide's total, and `--only` it asks for the checkout
     before it starts anything."""
-    from tinyformer.lab import plan
-    from tinyformer.lab.build import Found, fill_nanogpt, write
+    from tools.lab import plan
+    from tools.lab.build import Found, fill_nanogpt, write
 
     assert SOURCES["experiments/speedrun"].extra and not SOURCES["lab/bench-rnn"].extra
     assert SOURCES["experiments/speedrun"].alone  # timed: on every core, nothing beside it
