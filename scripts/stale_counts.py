@@ -1,5 +1,5 @@
 """For each module of src/tinyformer: how many sources of the lab guide go stale when it changes
-(`tinyformer.lab.stamps.code_of`), as a table; with --json FILE, also as {module: count}. Run it in a
+(`tools.lab.stamps.code_of`), as a table; with --json FILE, also as {module: count}. Run it in a
 checkout of any commit to compare (issue 56's figure: before and after staleness read the imports).
 
     python scripts/stale_counts.py [--json FILE]
@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import sys
 from pathlib import Path
 
 from tinyformer.lab.sources import SOURCES
-from tinyformer.lab.stamps import code_of
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the repository's tools/, beside scripts/
+from tools.lab.stamps import code_of  # noqa: E402
 
 
 def counts() -> dict[str, int]:

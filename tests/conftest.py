@@ -111,8 +111,8 @@ def quick_study(quick_runs):
     """`quick_study(name)`: the study made as `lab build --quick` makes it (its quick command, through the CLI's
     own entry point, into its lab folder), at the first call, after the sources it reads (a masked LM)."""
     from tinyformer.cli import main
-    from tinyformer.lab.build import needs, produce
-    from tinyformer.lab.sources import SOURCES, complete
+    from tinyformer.lab.sources import SOURCES, complete, needs
+    from tools.lab.build import produce
 
     made: dict[str, Study] = {}
 

@@ -8,9 +8,11 @@ suite's own full environment stands in for installs that lack them.
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from tinyformer.cli import COMMANDS
 from tinyformer.extras import PACKAGES
 
 ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "tinyformer"
 
 HELPS = [[name] for name in COMMANDS] + [
     ["viz", "bert"],
@@ -42,10 +45,11 @@ MODULES = (  # tinyformer modules that no --help imports: studies, benchmarks, t
     "tinyformer.experiments.",
     "tinyformer.bench.",
     "tinyformer.serve.app",
+    "tinyformer.serve.bench",
     "tinyformer.serve.generation",
     "tinyformer.serve.errors",
     "tinyformer.serve.bodies",
-    "tinyformer.lab.build",
+    "tools.",  # the repository's own (`lab build`), never the package's
     "tinyformer.tasks.base",
     "tinyformer.models",
     "tinyformer.device",
@@ -211,3 +215,87 @@ def test_a_cold_sample_counts_the_model_without_importing_torch_dynamo(trained):
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+# ---- the repository's build stays out of the package -----------------------------------------------------
+BUILD = ("build", "plan", "stamps", "render", "notebooks", "imports")  # tools/lab/ and tools/imports.py
+GIT_OK = {"tinyformer/experiments/nanogpt.py": "the commit of the nanoGPT checkout the user names (--nanogpt)"}
+
+
+def repository_only(package: Path) -> list[str]:
+    """What under `package` (the source tree, or an installed copy) is the repository's guide build, which works
+    from a clone only: a module that calls git (on anything but what the user names) or reads the guide's
+    templates, or one of the build's own modules."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package.parent).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        if "git" in strings and rel not in GIT_OK:
+            found.append(f"{rel} calls git")
+        if "templates" in strings or any("lab/templates" in s for s in strings):
+            found.append(f"{rel} reads docs/lab/templates")
+    found += [f"tinyformer/lab/{name}.py is the build's" for name in BUILD if (package / "lab" / f"{name}.py").exists()]
+    return found
+
+
+def test_the_package_holds_none_of_the_repositorys_build():
+    """What the wheel ships is src/tinyformer (pyproject finds packages under src/ only): none of it may be the
+    guide's build, which reads the repository (templates, git) and lives in tools/."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    assert setuptools["packages"]["find"] == {"where": ["src"]}
+    assert repository_only(PACKAGE) == []
+    assert (ROOT / "tools" / "lab" / "build.py").is_file() and (ROOT / "tools" / "imports.py").is_file()
+
+
+def test_the_check_finds_the_build_if_it_comes_back(tmp_path):
+    package = tmp_path / "tinyformer"
+    (package / "lab").mkdir(parents=True)
+    (package / "lab" / "stamps.py").write_text('import subprocess\nsubprocess.run(["git", "status"])\n')
+    (package / "cli.py").write_text('from pathlib import Path\nTEMPLATES = Path("docs") / "lab" / "templates"\n')
+    assert repository_only(package) == [
+        "tinyformer/cli.py reads docs/lab/templates",
+        "tinyformer/lab/stamps.py calls git",
+        "tinyformer/lab/stamps.py is the build's",
+    ]
+
+
+def test_lab_build_and_notebooks_outside_a_clone_say_so_in_one_line_and_recipes_work(tmp_path, monkeypatch, capsys):
+    from tinyformer.cli import main
+
+    monkeypatch.chdir(tmp_path)  # no tools/ here: a pip install's view
+    for action in ("build", "notebooks"):
+        assert main(["lab", action]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"lab {action} needs a clone of the repository" in err, err
+    assert main(["lab", "recipes", "gpt"]) == 0
+    assert "`tinyformer train gpt` is" in capsys.readouterr().out
+    assert main(["lab", "facts", "lab/gpt"]) == 2  # no runs here, no committed facts: which command makes it
+    assert "runs/lab/gpt is not made yet: `tinyformer train gpt --out runs/lab/gpt` makes it" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_no_build_and_its_lab_commands_answer(user_install, tmp_path):
+    """Installed from the wheel, outside any clone: `lab recipes` prints its tables, `lab facts` says which
+    command makes a source, `lab build` that it needs a clone; the installed package holds none of the build."""
+    python, tinyformer = str(user_install / "python"), str(user_install / "tinyformer")
+    where = subprocess.run(
+        [python, "-c", "import tinyformer, pathlib; print(pathlib.Path(tinyformer.__file__).parent)"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert repository_only(Path(where.stdout.strip())) == []
+    assert subprocess.run([python, "-c", "import tools"], cwd=tmp_path, capture_output=True).returncode != 0
+
+    def lab(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([tinyformer, "lab", *argv], cwd=tmp_path, capture_output=True, text=True)
+
+    r = lab("recipes")
+    assert r.returncode == 0 and "`tinyformer train reverse` is" in r.stdout, r.stderr[-2000:]
+    r = lab("facts", "experiments/ablation")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "`tinyformer experiment ablation" in r.stderr, r
+    r = lab("build")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "lab build needs a clone" in r.stderr, r

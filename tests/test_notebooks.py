@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import needs_play
-from tinyformer.lab.notebooks import EXAMPLE, OUT, SOURCE, differing, example_cells, page_code
+from tools.lab.notebooks import EXAMPLE, OUT, SOURCE, differing, example_cells, page_code
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ("1-char-gpt", "2-bert-heads", "3-encoder-decoder", "4-model-collection")
@@ -121,6 +121,20 @@ def test_every_value_a_page_compares_is_one_the_guide_quotes(page):
     ]
     assert keys or page in ("3-encoder-decoder", "4-model-collection")  # these two build all of their keys
     assert [k for k in keys if " ".join(k.split()) not in values] == []
+
+
+def test_a_notebook_shows_its_value_beside_the_guides_with_the_stamp_it_was_made_at(tmp_path):
+    """`Guide.compare` reads the placeholder and the stamp's `made` text from the package (`tinyformer.lab`),
+    as a notebook does from a pip install: nothing of the repository's build."""
+    from tinyformer.lab.placeholders import made_text
+    from tinyformer.notebook import Guide
+
+    facts = json.loads((ROOT / "docs/lab/facts.json").read_text(encoding="utf-8"))
+    guide = Guide("1-char-gpt", size="ci", root=ROOT, runs=tmp_path)
+    shown = guide.compare("lab/gpt: best val loss")
+    assert shown["lab/gpt: best val loss"] == ("not made yet", facts["values"]["lab/gpt: best val loss"])
+    made = made_text(facts["stamps"]["lab/gpt"], facts["stale"].get("lab/gpt"))
+    assert shown.stamps["lab/gpt"] == f"{made}, on {facts['machines']['lab/gpt']}"
 
 
 # ---- running them ----------------------------------------------------------------------------------------

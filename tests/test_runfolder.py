@@ -19,31 +19,13 @@ from tinyformer import api, runfolder
 from tinyformer.cli import main
 from tinyformer.device import BackendChoice
 from tinyformer.errors import UserError
-from tinyformer.lab import imports
 from tinyformer.runfolder import STATE, TrainerState, read_state
 from tinyformer.runs import load_run, train_run
 from tinyformer.tasks import GPTTask
 from tinyformer.train import checkpoint as ckpt
 
-PACKAGE = Path(imports.__file__).resolve().parents[1]  # src/tinyformer
-BELOW_TASKS = ("tinyformer.tasks", "tinyformer.models", "tinyformer.layers", "tinyformer.attention")
-GROUND = {"tinyformer.errors", "tinyformer.files", "tinyformer.plots", "tinyformer.fonts", "tinyformer.device"}
-
-
-# ---- the layers: reading a run needs no trainer ----------------------------------------------------------------
-def test_no_module_of_the_tasks_or_the_models_imports_the_trainer():
-    """Tasks and models read run folders (a run to start from) through `runfolder`, never through `train`."""
-    upward = {
-        module: sorted(m for m in found.every if m == "tinyformer.train" or m.startswith("tinyformer.train."))
-        for module, found in imports.graph().items()
-        if module.startswith(BELOW_TASKS)
-    }
-    assert {m: up for m, up in upward.items() if up} == {}
-    assert "tinyformer.runfolder" in imports.graph()["tinyformer.tasks.gpt"].every  # the graph does see them
-
-
-def test_the_run_folder_module_imports_only_the_ground_floor():
-    assert imports.graph()["tinyformer.runfolder"].every <= GROUND
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "tinyformer"  # (the layers, runfolder on the ground
+# floor and nothing below `train` importing it, are tests/test_imports.py's LAYERS)
 
 
 # ---- TrainerState: trainer_state.pt -----------------------------------------------------------------------------

@@ -260,9 +260,13 @@ def experiment(name: str, *, out=None, quick: bool = False, data=None, mlm=None,
     return Report(Path(study(str(out) if out else None, quick=quick, data=data, **extra)))
 
 
-def bench(name: str, *, repeats: int = 3, device: str = "auto", json_path=None, **options: Any) -> dict:
+def bench(
+    name: str, *, repeats: int = 3, device: str = "auto", json_path=None, benchmarks=None, **options: Any
+) -> dict:
     """`tinyformer bench NAME` -> its figures by section ({} for a benchmark that only prints). Options as the
-    command's flags: iters, max_epochs, config, precision, lengths, data, run; `json_path` also writes them."""
+    command's flags: iters, max_epochs, config, precision, lengths, data, run; `json_path` also writes them.
+    `benchmarks`: the table NAME is looked up in, `tinyformer.bench.BENCHMARKS` unless given; the command gives
+    its own (`tinyformer.cli.bench.benchmarks()`), which adds the playground's, `serve` (it sits above the API)."""
     from argparse import Namespace
 
     from tinyformer.bench import BENCHMARKS
@@ -270,20 +274,20 @@ def bench(name: str, *, repeats: int = 3, device: str = "auto", json_path=None, 
     from tinyformer.extras import need
     from tinyformer.files import input_file, make_dir, output_path, write_text
 
-    if name not in BENCHMARKS:
-        raise UserError(f"benchmark {name!r} is not one of {', '.join(BENCHMARKS)}")
-    b = BENCHMARKS[name]
+    table = BENCHMARKS if benchmarks is None else benchmarks
+    if name not in table:
+        raise UserError(f"benchmark {name!r} is not one of {', '.join(table)}")
+    b = table[name]
     need(f"bench {name}", *b.needs)
     if json_path and not b.json:
-        raise UserError(
-            f"--json is written by bench {', '.join(k for k, x in BENCHMARKS.items() if x.json)}, not {name}"
-        )
+        raise UserError(f"--json is written by bench {', '.join(k for k, x in table.items() if x.json)}, not {name}")
     for option, value in options.items():
         if option not in BENCH_OPTIONS:
             raise UserError(f"bench takes no option {option!r}; its options: {', '.join(BENCH_OPTIONS)}")
         if value is not None and option not in b.reads:
-            readers = ", ".join(k for k, x in BENCHMARKS.items() if option in x.reads)
-            raise UserError(f"--{option.replace('_', '-')} is read by bench {readers}, not by bench {name}")
+            readers = [k for k, x in table.items() if option in x.reads]
+            by = f"bench {', '.join(readers)}" if readers else "no benchmark of this table"
+            raise UserError(f"--{option.replace('_', '-')} is read by {by}, not by bench {name}")
     path = output_path(json_path) if json_path else None  # checked before minutes of measuring
     a = Namespace(**(dict.fromkeys(BENCH_OPTIONS) | options), repeats=repeats, device=pick_device(device).type)
     a.data = str(input_file(a.data, "data file")) if a.data else None

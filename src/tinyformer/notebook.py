@@ -96,7 +96,7 @@ class Guide:
         """For each placeholder of the guide ("lab/gpt: best val loss", "experiments/ablation: baseline / best
         val loss | .4f"): the value this notebook's runs give and the value the guide quotes, with the stamp
         (commit, date, machine) of each source the guide's values come from."""
-        from tinyformer.lab.stamps import made_text
+        from tinyformer.lab.placeholders import made_text
 
         rows = [self._row(k) for k in keys]
         stamps = {}
@@ -112,7 +112,7 @@ class Guide:
         return f"{comparison.rows[0][2]} (the guide's, made at {next(iter(comparison.stamps.values()))})"
 
     def _row(self, text: str) -> tuple[str, str, str]:
-        from tinyformer.lab.render import PLACEHOLDER, key
+        from tinyformer.lab.placeholders import PLACEHOLDER, key
         from tinyformer.lab.sources import SOURCES, facts, shown_value
         from tinyformer.runfolder import METRICS
 

@@ -15,10 +15,11 @@ import pytest
 
 from tinyformer.cli import main
 from tinyformer.errors import UserError
-from tinyformer.lab.build import build
-from tinyformer.lab.render import FRONT, PLACEHOLDER, fill, front_page, index, key, render, templates, typed_numbers
+from tinyformer.lab.placeholders import PLACEHOLDER, key
 from tinyformer.lab.sources import SOURCES, run_facts
 from tinyformer.results import table_facts
+from tools.lab.build import build
+from tools.lab.render import FRONT, fill, front_page, index, render, templates, typed_numbers
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "docs" / "lab" / "templates"
@@ -223,7 +224,7 @@ def test_every_test_the_guide_names_exists():
 
 
 def test_a_figure_that_differs_only_by_one_rounding_is_not_rewritten(tmp_path):
-    from tinyformer.lab.build import same_in_substance
+    from tools.lab.build import same_in_substance
 
     def pair(a: str, b: str, name: str = "x.html") -> tuple[Path, Path]:
         (tmp_path / "old").mkdir(exist_ok=True)
@@ -241,7 +242,8 @@ def test_a_figure_that_differs_only_by_one_rounding_is_not_rewritten(tmp_path):
 def test_a_build_makes_what_the_quoted_sources_read_though_no_page_quotes_it():
     """No page quotes the bake-off's masked LM, but tagging, qa and the bake-off start from it: a build that
     left it out started qa at once, which failed with "no tokenizer at .../classifiers/mlm"."""
-    from tinyformer.lab.build import needs, used_sources
+    from tinyformer.lab.sources import needs
+    from tools.lab.build import used_sources
 
     texts = templates(TEMPLATES)
     quoted = {m.group(2) for text in texts.values() for m in PLACEHOLDER.finditer(text)}
@@ -257,8 +259,8 @@ def test_the_hours_build_leaves_the_extra_source_out_says_how_to_make_it_and_cou
     """The speedrun study (50 minutes, a nanoGPT checkout beside it) is beyond the hour: `--train` names it and
     makes the rest, a build that made the rest is the guide's total, and `--only` it asks for the checkout
     before it starts anything."""
-    from tinyformer.lab import plan
-    from tinyformer.lab.build import Found, fill_nanogpt, write
+    from tools.lab import plan
+    from tools.lab.build import Found, fill_nanogpt, write
 
     assert SOURCES["experiments/speedrun"].extra and not SOURCES["lab/bench-rnn"].extra
     assert SOURCES["experiments/speedrun"].alone  # timed: on every core, nothing beside it
@@ -282,3 +284,20 @@ def test_the_hours_build_leaves_the_extra_source_out_says_how_to_make_it_and_cou
     hour = plan.Outcome(made=[plan.Made("lab/bench-rnn", 60.0, 50.0, 0)], elapsed=60.0, planned=50.0)
     write(tmp_path / "w", [], Found(stamps=stamps, made=hour))
     assert json.loads((tmp_path / "w" / "facts.json").read_text())["build"]["elapsed_s"] == 60.0
+
+
+def test_what_the_lab_does_with_a_study_is_the_labs_and_names_studies_only():
+    """`Study` says what a study is; how the guide makes it (`lab/studies.py`) is the lab's: no field of one is
+    a field of the other, every study the lab's tables name exists, and one left out is not a source."""
+    from dataclasses import fields
+
+    from tinyformer.experiments import EXPERIMENTS, Study
+    from tinyformer.lab import studies
+    from tinyformer.lab.sources import STUDIES
+
+    lab_only = {f.name for f in fields(studies.InGuide)} | {"in_guide", "lab_args"}
+    assert not {f.name for f in fields(Study)} & lab_only
+    assert set(studies.HOW) | set(studies.LEFT_OUT) <= set(EXPERIMENTS)
+    assert not set(studies.HOW) & set(studies.LEFT_OUT)
+    assert set(STUDIES) == set(EXPERIMENTS) - set(studies.LEFT_OUT)
+    assert "experiments/tokenizers" not in SOURCES and SOURCES["experiments/tagging"].argv(False)[0][-2] == "--mlm"

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tinyformer.lab import plan
-from tinyformer.lab.plan import Job, makespan, run_jobs
+from tinyformer.lab.placeholders import made_text
 from tinyformer.lab.sources import SOURCES, needs
-from tinyformer.lab.stamps import changed_since, code_of, made_text, read_stamp, stamp
+from tools.lab import plan
+from tools.lab.plan import Job, makespan, run_jobs
+from tools.lab.stamps import changed_since, code_of, read_stamp, stamp
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -195,7 +196,8 @@ def test_a_sources_code_is_what_its_commands_can_run_found_from_the_imports():
     assert "src/tinyformer/tasks/mlm.py" not in ablation and "src/tinyformer/viz/html.py" not in ablation
     cross = code_of([["viz", "cross-attention", "{runs}/experiments/reverse-ablation/baseline", "7", "3"]])
     assert "src/tinyformer/tasks/reverse.py" in cross  # the task of the run it reads, which another source trains
-    assert "src/tinyformer/bench/context.py" in code_of([["experiment", "attention-variants"]])
+    variants = code_of([["experiment", "attention-variants"]])  # its cases, measured as the benchmarks measure
+    assert "src/tinyformer/experiments/context.py" in variants and "src/tinyformer/measure.py" in variants
     bert = code_of([["viz", "bert", "--sentence", "a b"]])
     assert "src/tinyformer/viz/hf.py" in bert and "src/tinyformer/train/trainer.py" not in bert
 
@@ -228,7 +230,7 @@ def test_a_committed_change_stales_exactly_the_sources_that_import_it_even_indir
 def test_no_committed_fact_is_stale_without_saying_so():
     """Each source's `made` fact (the README's last column, the guide's index) names its stamp and says
     `stale` when its code changed after it: a commit that changes that code without `make lab` fails here."""
-    from tinyformer.lab.stamps import repository
+    from tools.lab.stamps import repository
 
     root = repository(ROOT)
     if root is None:
@@ -270,7 +272,7 @@ def test_ctrl_c_in_a_worker_stops_the_build_after_every_worker_has_ended(tmp_pat
 
 
 def test_the_lab_tells_deterministic_facts_from_measured_ones_and_names_those_a_rebuild_moved():
-    from tinyformer.lab.build import deterministic, unreproduced
+    from tools.lab.build import deterministic, unreproduced
 
     for key in (
         "experiments/ablation: baseline / best val loss",

@@ -12,7 +12,7 @@ pytest.importorskip("fastapi")
 
 @pytest.mark.slow
 def test_bench_serve_times_api_and_sample_on_the_same_text(runs_root, capsys):
-    from tinyformer.bench.serve import run_serve_benchmark
+    from tinyformer.serve.bench import run_serve_benchmark
 
     out = run_serve_benchmark(str(runs_root / "gpt"), repeats=1, tokens=8, clients=2, requests=3)
     assert out["same_text"] and set(out["ms_per_token"]) == {"sample", "api-bare", "api", "api-stream"}

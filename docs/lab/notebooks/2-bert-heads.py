@@ -1,4 +1,4 @@
-# The code of notebooks/{en,zh}/2-bert-heads.ipynb (see tinyformer.lab.notebooks): each "# %% N." cell runs item N
+# The code of notebooks/{en,zh}/2-bert-heads.ipynb (see tools/lab/notebooks.py): each "# %% N." cell runs item N
 # of the guide's part 2 through tinyformer's Python API. No training: every size draws the same pictures.
 # %% setup
 from IPython.display import display

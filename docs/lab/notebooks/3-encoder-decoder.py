@@ -1,4 +1,4 @@
-# The code of notebooks/{en,zh}/3-encoder-decoder.ipynb (see tinyformer.lab.notebooks): each "# %% N." cell runs
+# The code of notebooks/{en,zh}/3-encoder-decoder.ipynb (see tools/lab/notebooks.py): each "# %% N." cell runs
 # item N of the guide's part 3 through tinyformer's Python API, at the size TINYFORMER_SIZE names.
 # %% setup
 import torch

@@ -3,7 +3,8 @@
 `BENCHMARKS` is the one registry `tinyformer bench NAME` reads, as `EXPERIMENTS` is for studies: what each
 measures, the options it reads, the optional packages it needs, and a function of the parsed options that
 returns its figures by section (written with `--json`), or None for one that only prints. Each imports its
-module when it runs.
+module when it runs. The playground's benchmark (`bench serve`) is not here: the playground sits above the
+library, so it is `tinyformer.serve.BENCHMARK`, which the command line adds to these (`cli/bench.py`).
 """
 
 from __future__ import annotations
@@ -59,12 +60,6 @@ def _save(a: Namespace) -> dict:
     return {"save": run_save_benchmark(max(a.repeats, 5), a.data)}
 
 
-def _serve(a: Namespace) -> dict:
-    from tinyformer.bench.serve import run_serve_benchmark
-
-    return {"serve": run_serve_benchmark(a.run, max(a.repeats, 5))}
-
-
 def _parity(a: Namespace) -> None:
     from tinyformer.bench.parity import run_parity
 
@@ -106,12 +101,6 @@ BENCHMARKS: dict[str, Benchmark] = {
         "forward + backward tokens/s of torch's fused RNN/LSTM/GRU vs the scratch loop, hidden 128 and 512",
         _rnn,
         ("iters",),
-    ),
-    "serve": Benchmark(
-        "the playground's ms/token vs tinyformer sample, 8 concurrent clients' p50/p95, page weight",
-        _serve,
-        ("run",),
-        needs=("fastapi", "httpx"),
     ),
     "save": Benchmark("the time of one checkpoint save on the seed recipe (weights, state, commit)", _save, ("data",)),
     "all": Benchmark(

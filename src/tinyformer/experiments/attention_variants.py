@@ -6,7 +6,7 @@
    feed-forward is widened by the parameters saved, so every cell has (nearly) the same parameter count.
 2. Speed and memory against context length: one training step and one generated token for softmax through
    SDPA, softmax written out ("manual") and linear attention, L = 256 .. 16,384, each case in a fresh process
-   (`tinyformer.bench.context`); where linear attention starts to win.
+   (`tinyformer.experiments.context`); where linear attention starts to win.
 3. What generation keeps per token: KV-cache bytes for MHA, GQA and MQA, and linear attention's fixed state.
 
     tinyformer experiment attention-variants [--quick] [--out DIR]
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tinyformer.bench.context import KINDS, case_config, in_fresh_process, predicted_gib
 from tinyformer.device import pick_device
+from tinyformer.experiments.context import KINDS, case_config, in_fresh_process, predicted_gib
 from tinyformer.experiments.gpt_studies import best_val, params, run_study, sample_text
 from tinyformer.experiments.report import figure, markdown_table, write_report
 from tinyformer.experiments.runner import Cell, CellResult

@@ -24,6 +24,7 @@ from tinyformer.errors import UserError
 from tinyformer.experiments import EXPERIMENTS
 from tinyformer.experiments.report import QUICK_MARK
 from tinyformer.files import read_text
+from tinyformer.lab import studies
 from tinyformer.results import table_facts
 from tinyformer.runfolder import CONFIG, METRICS, STATE, TOKENIZER, WEIGHTS
 
@@ -63,8 +64,8 @@ class Source:
 
 
 def _study(name: str) -> Source:
-    study = EXPERIMENTS[name]
-    run = " ".join([f"experiment {name} --out {{dir}}", study.lab_args]).strip()
+    study, lab = EXPERIMENTS[name], studies.how(name)
+    run = " ".join([f"experiment {name} --out {{dir}}", lab.args]).strip()
     quick = f"experiment {name} --out {{dir}} --quick" if study.nanogpt else f"{run} --quick"  # CI: no nanoGPT
     return Source(
         f"experiments/{name}",
@@ -72,13 +73,13 @@ def _study(name: str) -> Source:
         (quick,),
         done=study.report,
         folder=study.folder,
-        after=tuple(f"experiments/{n}" for n in study.after),
-        extra=study.extra,
-        alone=study.alone,
+        after=tuple(f"experiments/{n}" for n in lab.after),
+        extra=lab.extra,
+        alone=lab.alone,
     )
 
 
-STUDIES = tuple(name for name, study in EXPERIMENTS.items() if study.in_guide)
+STUDIES = tuple(name for name in EXPERIMENTS if name not in studies.LEFT_OUT)
 
 
 def _run(command: str, overrides: list[str]) -> str:

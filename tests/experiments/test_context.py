@@ -1,8 +1,9 @@
-"""The context-length bench: a case's peak memory is its own, even when started from a large process."""
+"""The context-length cases of `experiment attention-variants`: a case's peak memory is its own, even when
+started from a large process."""
 
 import torch
 
-from tinyformer.bench import context
+from tinyformer.experiments import context
 
 
 def test_a_fresh_process_measures_its_own_peak_not_its_parents():

@@ -1,8 +1,9 @@
 """tinyformer's import graph, read from the code itself (`ast`, nothing imported): which modules of the package
 each module imports, at its top (run when it is imported) and inside its functions (run when they are called).
 
-The lab's staleness reads it (`tinyformer.lab.stamps.code_of`: a source's code is every module its commands
-can run), and `tests/test_imports.py` holds the package's structure to it (no cycles, the layers' order).
+The lab's staleness reads it (`tools.lab.stamps.code_of`: a source's code is every module its commands can
+run), and `tests/test_imports.py` holds the package's structure to it (no cycles, the layers' order). It reads
+the clone's `src/tinyformer`, beside this folder.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1]  # src/tinyformer
-SRC = PACKAGE.parent
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "tinyformer"
 
 
 @dataclass(frozen=True)

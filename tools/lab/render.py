@@ -1,7 +1,8 @@
 """The lab guide's templates and how a page is filled from measured values alone.
 
 Templates live in `docs/lab/templates/{en,zh}/*.md`; each `###` heading is one course item (a step,
-an exercise, a thinking question). Four kinds of placeholder fill them:
+an exercise, a thinking question). Four kinds of placeholder fill them (`tinyformer.lab.placeholders`, which
+the notebooks read too):
 
     {{experiments/ablation: no-mask / best val loss}}         a fact (see `tinyformer.lab.sources`)
     {{experiments/kv-cache: 128 / cache speedup | .2f}}       ... formatted with a Python format spec
@@ -20,11 +21,10 @@ from pathlib import Path
 
 from tinyformer.errors import UserError
 from tinyformer.files import read_text
-from tinyformer.lab.sources import SOURCES
+from tinyformer.lab.placeholders import PLACEHOLDER, key, made_text, shown
 
 LANGS = ("en", "zh")
 OWN = {"en": "*(tinyformer's own)*", "zh": "*（tinyformer 自有）*"}  # ends the heading of an item not in the course
-PLACEHOLDER = re.compile(r"\{\{\s*(?:(fig|text)\s+)?([\w./-]+)\s*:\s*([^{}|]+?)\s*(?:\|\s*([^{}]*?)\s*)?\}\}")
 MISSING = {
     "en": "*Not measured on this machine yet: run {commands}, then `make lab`.*",
     "zh": "*本机尚未测量：先运行 {commands}，再运行 `make lab`。*",
@@ -52,29 +52,11 @@ def templates(folder: Path) -> dict[Path, str]:
     return {p: read_text(p) for lang in LANGS for p in found[lang]}
 
 
-def key(m: re.Match) -> str:
-    """A placeholder's name in facts.json: its text, spaces normalised."""
-    return " ".join(m.group(0)[2:-2].split())
-
-
 def typed_numbers(template: str) -> list[str]:
     """Results a template states in its prose (code, placeholders and link targets aside). Measured numbers
     belong in placeholders, so a decimal, a percentage, a ratio, an exponent or a number of four or more
     digits is refused; small integers that name things ("4 layers", "exercise 3") are not results."""
     return TYPED.findall(NOT_PROSE.sub(" ", template))
-
-
-def shown(name: str) -> str:
-    """The commands a reader runs to make a source, as the guide prints them."""
-    source = SOURCES[name]
-    lines = [command_text(a, "runs", f"runs/{source.path}") for a in source.argv(False)]
-    return ", ".join(f"`tinyformer {line}`" for line in lines)
-
-
-def command_text(argv: list[str], runs: str, folder: str) -> str:
-    """A command line with its folders filled in, quoted as a shell would need it."""
-    args = [a.replace("{dir}", folder).replace("{runs}", runs).replace("{nanogpt}", "~/nanoGPT") for a in argv]
-    return " ".join(f'"{a}"' if (" " in a or not a) else a for a in args)
 
 
 def render(texts: dict[Path, str], values: dict[str, str]) -> list[Page]:
@@ -177,8 +159,6 @@ def index(pages: list[Page], facts: dict | None = None) -> str:
 
 def provenance(facts: dict) -> list[str]:
     """Where the facts come from: each source's stamp (commit, date, wall time), the stale ones, the last build."""
-    from tinyformer.lab.stamps import made_text
-
     stamps, stale = facts.get("stamps", {}), facts.get("stale", {})
     stamped = [r for r in stamps.values() if r.get("commit")]
     lines = ["", "## Where the facts come from", ""]

@@ -1,7 +1,7 @@
 """`tinyformer lab build`: the lab guide's pages, with every measured number and figure read from the runs.
 
 The build runs in two steps, so no measured number on a page is typed. First each placeholder of the
-templates (`tinyformer.lab.render`) is read from its source folder (`tinyformer.lab.sources`) into
+templates (`tools.lab.render`) is read from its source folder (`tinyformer.lab.sources`) into
 `docs/lab/facts.json`, with the machine each source ran on, and the figures are copied next to it. Then
 the pages are rendered from that file alone. A test renders them again from the committed facts and
 requires the committed pages, so a page edited by hand, or a template changed without a rebuild, fails.
@@ -27,31 +27,21 @@ from pathlib import Path
 from tinyformer import interrupt
 from tinyformer.errors import UserError
 from tinyformer.files import make_dir, read_text, write_text
-from tinyformer.lab import plan
-from tinyformer.lab.render import (
-    FRONT,
-    PLACEHOLDER,
-    Page,
-    command_text,
-    front_page,
-    index,
-    key,
-    leftovers,
-    render,
-    shown,
-    templates,
-    typed_numbers,
-)
+from tinyformer.lab.placeholders import PLACEHOLDER, command_text, key, made_text, shown
 from tinyformer.lab.sources import SOURCES, Source, complete, facts, inputs_ready, needs, read_json, shown_value
-from tinyformer.lab.stamps import changed_since, code_of, made_text, read_stamp, repository, stamp
 from tinyformer.runfolder import STATE, is_run
+from tools.lab import plan
+from tools.lab.render import FRONT, Page, front_page, index, leftovers, render, templates, typed_numbers
+from tools.lab.stamps import changed_since, code_of, read_stamp, repository, stamp
+
+TEMPLATES = Path("docs/lab/templates")  # from the root of the clone: the pages' templates and the README's
 
 
 @dataclass
 class Found:
     values: dict[str, str] = field(default_factory=dict)  # placeholder -> its text on the page
     machines: dict[str, str] = field(default_factory=dict)  # source -> the machine its numbers come from
-    stamps: dict[str, dict] = field(default_factory=dict)  # source -> its stamp (`tinyformer.lab.stamps`)
+    stamps: dict[str, dict] = field(default_factory=dict)  # source -> its stamp (`tools.lab.stamps`)
     stale: dict[str, list[str]] = field(default_factory=dict)  # source -> files of its code changed since
     made: plan.Outcome | None = None  # what this build made, when it made anything
     missing: list[str] = field(default_factory=list)  # sources neither measured now nor before
@@ -177,7 +167,7 @@ def make(
     todo: list[str], runs: Path, quick: bool, cli, jobs: int, recorded: dict[str, dict], dry: bool = False
 ) -> plan.Outcome | None:
     """Plan the sources in `todo` from their last stamps (in `runs`, else `recorded`) and this machine's
-    calibrated speed, print the plan, then make them `jobs` at a time (see `tinyformer.lab.plan`)."""
+    calibrated speed, print the plan, then make them `jobs` at a time (see `tools.lab.plan`)."""
     if cli is None:
         raise ValueError("lab: making a source needs the CLI's entry point (build(..., cli=main))")
     speed = plan.calibrate_in_worker(jobs, 0.3 if quick else plan.CALIBRATION_SECONDS)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tinyformer.errors import UserError
 from tinyformer.files import read_text, write_text
-from tinyformer.lab.render import FENCE, LANGS, render, templates
+from tools.lab.render import FENCE, LANGS, render, templates
 
 SOURCE = Path("docs/lab/notebooks")  # the pages' code, minigpt's prose and the shared cells
 OUT = Path("notebooks")

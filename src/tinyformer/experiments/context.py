@@ -1,9 +1,9 @@
 """Cost of attention against context length L: one training step and one generated token, with peak memory.
 
-Each case (attention kind, L, what) runs in a fresh Python process (`python -m tinyformer.bench.context`), so
-its peak memory is its own: on a CPU the process's peak resident set size, reset once the model is built
-(Linux `/proc/self/clear_refs`; `ru_maxrss` would carry the parent's peak across exec), minus what it held
-then; on CUDA `max_memory_allocated` after a reset.
+The cases of `experiment attention-variants`' second section. Each case (attention kind, L, what) runs in a
+fresh Python process (`python -m tinyformer.experiments.context`), so its peak memory is its own, measured as
+`tinyformer.measure` measures: on a CPU the process's peak resident set size, reset once the model is built,
+minus what it held then; on CUDA `max_memory_allocated` after a reset.
 
 - "train": forward + backward of MiniGPT on one sequence of L tokens (no optimizer step), median of repeats.
 - "generate": the prompt of L tokens is prefilled into the cache (softmax: a `KVCache` of L positions;
@@ -16,14 +16,13 @@ The model is MiniGPT at the seed width (D = 128, 4 heads) with 2 layers and no p
 from __future__ import annotations
 
 import json
-import re
 import statistics
 import subprocess
 import sys
-import time
 
 import torch
 
+from tinyformer.measure import peak_bytes, reset_peak, timed
 from tinyformer.models.gpt import GPTConfig, MiniGPT
 
 KINDS = {  # name -> the config fields that select it
@@ -49,45 +48,13 @@ def predicted_gib(kind: str, L: int, what: str, c: GPTConfig) -> float:
     return per * (3 * c.n_layer if what == "train" else 2)
 
 
-def _status_kib(field: str) -> int:
-    """A memory line of /proc/self/status (VmRSS: resident now, VmHWM: its peak), in KiB."""
-    with open("/proc/self/status") as f:
-        return int(re.search(rf"^{field}:\s+(\d+) kB", f.read(), re.M).group(1))
-
-
-def _reset_peak(device: torch.device) -> int:
-    """Start a new peak here -> the bytes held now (the baseline the case's peak is measured above)."""
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-        return torch.cuda.memory_allocated(device)
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # resets VmHWM to the current VmRSS (Linux >= 4.0)
-    return _status_kib("VmRSS") * 1024
-
-
-def _peak_bytes(device: torch.device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device)
-    return _status_kib("VmHWM") * 1024
-
-
-def _timed(fn, device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - start
-
-
 def measure_case(kind: str, L: int, what: str, repeats: int, quick: bool = False, device: str = "cpu") -> dict:
     """In this process: -> {"ms": median milliseconds, "peak_mib": memory above the built model's}."""
     dev = torch.device(device)
     torch.manual_seed(0)
     model = MiniGPT(case_config(kind, L, quick)).to(dev)
     idx = torch.randint(0, 65, (1, L + GEN_TOKENS), device=dev)
-    base = _reset_peak(dev)
+    base = reset_peak(dev)
     if what == "train":
         model.train()
 
@@ -95,7 +62,7 @@ def measure_case(kind: str, L: int, what: str, repeats: int, quick: bool = False
             model(idx[:, :L], idx[:, 1 : L + 1]).loss.backward()
             model.zero_grad(set_to_none=True)
 
-        times = [_timed(step, dev) for _ in range(repeats + 1)][1:]  # the first warms up
+        times = [timed(step, dev) for _ in range(repeats + 1)][1:]  # the first warms up
     else:
         model.eval()
         times = []
@@ -103,9 +70,9 @@ def measure_case(kind: str, L: int, what: str, repeats: int, quick: bool = False
             cache = model.new_cache(1, L + GEN_TOKENS)
             model(idx[:, :L], cache=cache, start=0)  # prefill: not timed
             for t in range(L, L + GEN_TOKENS):
-                times.append(_timed(lambda t=t: model(idx[:, t : t + 1], cache=cache, start=t), dev))
+                times.append(timed(lambda t=t: model(idx[:, t : t + 1], cache=cache, start=t), dev))
             times = times[1:]
-    return {"ms": statistics.median(times) * 1e3, "peak_mib": (_peak_bytes(dev) - base) / 2**20}
+    return {"ms": statistics.median(times) * 1e3, "peak_mib": (peak_bytes(dev) - base) / 2**20}
 
 
 def in_fresh_process(
@@ -114,9 +81,8 @@ def in_fresh_process(
     """`measure_case` in a new Python process; {"error": why} when it runs out of memory or time."""
     args = [kind, str(L), what, str(repeats), str(int(quick)), device, str(torch.get_num_threads())]
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "tinyformer.bench.context", *args], capture_output=True, text=True, timeout=timeout
-        )
+        worker = [sys.executable, "-m", "tinyformer.experiments.context", *args]
+        done = subprocess.run(worker, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"error": f"over {timeout:.0f} s"}
     if done.returncode:
@@ -125,7 +91,8 @@ def in_fresh_process(
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-if __name__ == "__main__":  # the worker: python -m tinyformer.bench.context KIND L WHAT REPEATS QUICK DEVICE THREADS
+# the worker: python -m tinyformer.experiments.context KIND L WHAT REPEATS QUICK DEVICE THREADS
+if __name__ == "__main__":
     kind, L, what, repeats, quick, device, threads = sys.argv[1:8]
     torch.set_num_threads(int(threads))  # the parent's count, so a case runs as the study was started
     print(json.dumps(measure_case(kind, int(L), what, int(repeats), bool(int(quick)), device)))

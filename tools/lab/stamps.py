@@ -3,18 +3,19 @@ code that made it has changed since.
 
 A stamp (`lab.json` in the source's folder, `Source.stamp`; copied into `docs/lab/facts.json` under `stamps`)
 names the commit the code was at, whether the tree had uncommitted changes there, the date, the machine, the
-wall time of the commands, and this machine's calibrated speed (`tinyformer.lab.plan.calibrate`), from which the
+wall time of the commands, and this machine's calibrated speed (`tools.lab.plan.calibrate`), from which the
 next plan scales that wall time to another machine.
 
 A source is *stale* when a file of the code that made it changed between its commit and HEAD. That code is
 found from the code itself, not listed by hand (`code_of`): every module its commands can run, from the
-import graph (`tinyformer.lab.imports`: the command's module of the CLI, the study it names, the task of each
+import graph (`tools.imports`: the command's module of the CLI, the study it names, the task of each
 run it trains or reads, and the tasks a study's code names, each with everything it imports at any depth,
 inside functions too; the top levels of the entry point and the CLI's package, which every command imports),
 plus the data files its arguments name and the presets it reads. A command reads a preset by its name, so the
 presets of a source are those named in its arguments or in the text of a Python file of its code (a study's
 base preset); a module that defines `READS_EVERY_PRESET` (`lab recipes`) reads them all. `make lab` lists
-stale sources, and their `made` fact says so wherever a page or the README quotes it.
+stale sources, and their `made` fact says so wherever a page or the README quotes it
+(`tinyformer.lab.placeholders.made_text`).
 """
 
 from __future__ import annotations
@@ -28,20 +29,19 @@ import subprocess
 from pathlib import Path
 
 from tinyformer.files import read_text, write_text
-from tinyformer.lab.imports import ALL, path_of, reach
-from tinyformer.lab.plan import CALIBRATION
+from tools.imports import ALL, PACKAGE, path_of, reach
+from tools.lab.plan import CALIBRATION
 
 PRESETS = "src/tinyformer/presets/"  # a source's code holds the presets it names, not this folder ...
 EVERY_PRESET = "READS_EVERY_PRESET"  # ... unless its code reads every preset there is (`lab recipes`): a module
 # that defines this name says so
-PACKAGE = Path(__file__).resolve().parents[1]  # src/tinyformer: where the paths are read from
 ENTRY = [("tinyformer.__main__", ALL), ("tinyformer.cli", ALL)]  # what every command runs: the entry point and
 CLI = ("tinyformer.cli.",)  # `tinyformer.cli.main`, which imports every module of the CLI and runs one of them
 
 
 def code_of(argvs: list[list[str]]) -> tuple[str, ...]:
     """The paths (relative to the repository) whose change makes the output of these commands stale: every
-    module whose code they can run, found from the code (`tinyformer.lab.imports.reach`), and the presets and
+    module whose code they can run, found from the code (`tools.imports.reach`), and the presets and
     data files they read."""
     starts = list(ENTRY)
     for argv in argvs:
@@ -202,13 +202,3 @@ def changed_since(root: Path | None, record: dict, paths: tuple[str, ...]) -> li
     rows = [line.split("\t", 1) for line in out.splitlines() if line]
     unread = () if PRESETS in paths else (PRESETS,)
     return [name for status, name in rows if not (status == "A" and name.startswith(unread))]
-
-
-def made_text(record: dict, changed: list[str] | None) -> str:
-    """The `made` fact: the commit and date a source's facts come from, and `stale` when its code changed since."""
-    if not record.get("commit"):
-        return "not stamped (made before the lab stamped its facts)"
-    text = f"{record['commit'][:7]}{'+' if record.get('dirty') else ''}, {record['date'][:10]}"
-    if changed:
-        return f"{text}, stale: {len(changed)} file{'s' if len(changed) > 1 else ''} of its code changed since"
-    return text

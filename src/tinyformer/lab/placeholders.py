@@ -1,0 +1,46 @@
+"""How the guide quotes a fact, for the build (the repository's tools/lab/) and for the notebooks alike: the
+placeholder a template writes, its key in docs/lab/facts.json, the commands that make a source as the guide
+prints them, and the `made` text of a source's stamp.
+
+    {{experiments/ablation: no-mask / best val loss}}         a fact (see `tinyformer.lab.sources`)
+    {{experiments/kv-cache: 128 / cache speedup | .2f}}       ... formatted with a Python format spec
+    ![val loss]({{fig experiments/ablation: val_loss.png}})   a figure
+    {{text lab/gpt-sample: stdout.txt}}                       a text file, verbatim
+"""
+
+from __future__ import annotations
+
+import re
+
+from tinyformer.lab.sources import SOURCES
+
+PLACEHOLDER = re.compile(r"\{\{\s*(?:(fig|text)\s+)?([\w./-]+)\s*:\s*([^{}|]+?)\s*(?:\|\s*([^{}]*?)\s*)?\}\}")
+
+
+def key(m: re.Match) -> str:
+    """A placeholder's name in facts.json: its text, spaces normalised."""
+    return " ".join(m.group(0)[2:-2].split())
+
+
+def shown(name: str) -> str:
+    """The commands a reader runs to make a source, as the guide prints them."""
+    source = SOURCES[name]
+    lines = [command_text(a, "runs", f"runs/{source.path}") for a in source.argv(False)]
+    return ", ".join(f"`tinyformer {line}`" for line in lines)
+
+
+def command_text(argv: list[str], runs: str, folder: str) -> str:
+    """A command line with its folders filled in, quoted as a shell would need it."""
+    args = [a.replace("{dir}", folder).replace("{runs}", runs).replace("{nanogpt}", "~/nanoGPT") for a in argv]
+    return " ".join(f'"{a}"' if (" " in a or not a) else a for a in args)
+
+
+def made_text(record: dict, changed: list[str] | None) -> str:
+    """The `made` fact: the commit and date a source's facts come from (its stamp, written by the build), and
+    `stale` when its code changed since (`changed`: the files, as the build found them)."""
+    if not record.get("commit"):
+        return "not stamped (made before the lab stamped its facts)"
+    text = f"{record['commit'][:7]}{'+' if record.get('dirty') else ''}, {record['date'][:10]}"
+    if changed:
+        return f"{text}, stale: {len(changed)} file{'s' if len(changed) > 1 else ''} of its code changed since"
+    return text

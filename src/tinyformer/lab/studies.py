@@ -1,0 +1,38 @@
+"""How the guide's build makes each study of `tinyformer.experiments.EXPERIMENTS`: the registry says what a study
+is (its function, its options, where it writes); this says what the lab does with it. A study not named here is
+made plainly (`tinyformer experiment NAME --out DIR`, beside the others, in the hour's build); one the guide does
+not quote is in `LEFT_OUT`, with why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class InGuide:
+    args: str = ""  # what the lab's command adds ("{runs}": the runs root), e.g. a run of another study to reuse
+    after: tuple[str, ...] = ()  # studies the lab makes first: this one reads or reuses their runs
+    extra: str = ""  # why `lab build --train` leaves it out of the hour (made with --only); "": in the hour
+    alone: bool = False  # its times are its answer: the lab makes it with nothing beside it, on every core
+
+
+MLM = "--mlm {runs}/experiments/classifiers/mlm"  # tagging and qa start from the bake-off's masked LM: one
+# pretraining for the three
+HOW: dict[str, InGuide] = {
+    "scale": InGuide(after=("ablation",)),  # its base is ablation's baseline, the same config: reused
+    "classifiers-minilm": InGuide(after=("classifiers",)),  # beside the bake-off, whose cells its report sums up
+    "tagging": InGuide(MLM),
+    "qa": InGuide(MLM),
+    "attention-variants": InGuide(after=("ablation",)),  # its softmax cell is ablation's baseline: reused
+    "speedrun": InGuide(
+        "--nanogpt {nanogpt}",
+        extra="about an hour alone, and it runs a nanoGPT checkout beside ours",
+        alone=True,
+    ),
+}
+LEFT_OUT = {"tokenizers": "no item of the guide quotes it (its BPE training is minutes no page would read)"}
+
+
+def how(name: str) -> InGuide:
+    return HOW.get(name, InGuide())
