@@ -63,12 +63,7 @@ def run_serve_benchmark(run: str | None, repeats: int, tokens: int = 200, client
 
         ways = {"sample": sample, "api-bare": api_bare, "api": api, "api-stream": streamed}
         texts = {name: way() for name, way in ways.items()}  # warm-up (the decode backend's choice), untimed
-        times: dict[str, list[float]] = {name: [] for name in ways}
-        for _ in range(repeats):
-            for name, way in ways.items():
-                start = time.perf_counter()
-                way()
-                times[name].append(1000 * (time.perf_counter() - start) / tokens)
+        times = rounds(ways, repeats, tokens)
         ms = {name: statistics.median(t) for name, t in times.items()}
         out = {
             "run": str(run),
@@ -87,6 +82,17 @@ def run_serve_benchmark(run: str | None, repeats: int, tokens: int = 200, client
         }
     report(out)
     return out
+
+
+def rounds(ways: dict, repeats: int, tokens: int) -> dict[str, list[float]]:
+    """ms per token of each way, `repeats` rounds that run every way back to back."""
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(repeats):
+        for name, way in ways.items():
+            start = time.perf_counter()
+            way()
+            times[name].append(1000 * (time.perf_counter() - start) / tokens)
+    return times
 
 
 def concurrent(url: str, httpx, clients: int, requests: int, tokens: int = 20) -> dict:
