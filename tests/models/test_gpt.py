@@ -48,6 +48,9 @@ def test_seed_recipe_has_824832_parameters():
         dict(vocab_size=65, n_layer=2, ffn="swiglu"),
         dict(vocab_size=65, positions="rope"),
         dict(vocab_size=65, positions="sinusoidal"),
+        dict(vocab_size=65, norm="rmsnorm", bias=False, positions="rope", ffn="swiglu", n_kv_head=2, mlp_ratio=3.0625),
+        dict(vocab_size=65, norm="rmsnorm", qkv_bias=True, n_kv_head=1),  # RMSNorm with biases elsewhere
+        dict(vocab_size=65, bias=False, ffn="gelu"),  # LayerNorms and MLP without biases
     ],
 )
 def test_parameter_formula_equals_count(kw):

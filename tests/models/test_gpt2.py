@@ -93,7 +93,7 @@ def test_unbuildable_gpt2_configs_name_the_key(gpt2_folder):
     for change, key in (
         ({"model_type": "bert"}, "model_type='bert'"),
         ({"activation_function": "relu"}, "activation_function='relu'"),
-        ({"layer_norm_epsilon": 1e-6}, "layer_norm_epsilon"),
+        ({"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx"),
     ):
         with pytest.raises(UserError, match=key):
             config_from_gpt2(hf | change)

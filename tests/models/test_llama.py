@@ -11,6 +11,7 @@ over many tokens instead of repeating one, which would hide a position that is o
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import sys
@@ -147,6 +148,30 @@ def test_unbuildable_configs_and_tensors_name_the_key(tmp_path):
     weights = hf_weights(folder) | {"model.layers.0.mlp.extra.weight": torch.zeros(1)}
     with pytest.raises(UserError, match="does not know, e.g. 'model.layers.0.mlp.extra.weight'"):
         import_hf(model, weights)
+
+
+def test_init_from_takes_every_architecture_field_from_the_checkpoint(tmp_path):
+    """A run's own switches (here the speedrun's qk_norm and soft cap, GPT-2's LayerNorm eps) do not survive into a
+    model built from a checkpoint that has none: the logits stay transformers'."""
+    from tinyformer.config import RunConfig
+    from tinyformer.tasks.gpt import from_pretrained
+
+    folder = save_checkpoint(tmp_path / "llama", "llama")
+    mine = GPTConfig(qk_norm=True, logit_softcap=5.0, norm_eps=1e-3, ffn="relu2", n_kv_head=1, dropout=0.0)
+    config, _ = from_pretrained(RunConfig(task="gpt", model=dataclasses.replace(mine, init_from=str(folder))))
+    assert (config.model.qk_norm, config.model.logit_softcap, config.model.norm_eps) == (False, 0.0, 1e-6)
+    ours = MiniGPT(config.model).eval()
+    import_hf(ours, hf_weights(folder))
+    _, hf = load_both(folder)
+    ids = prompt_ids(folder)
+    with torch.no_grad():
+        assert (ours(ids).logits - hf(ids).logits).abs().max() < 1e-4
+
+
+def test_what_gpt2_cannot_hold_is_refused_on_export():
+    for kw in (dict(norm="rmsnorm"), dict(bias=False)):
+        with pytest.raises(UserError, match="GPT-2 has LayerNorms and biases"):
+            export_hf(MiniGPT(GPTConfig(vocab_size=10, n_layer=1, n_embd=16, n_head=2, **kw)))
 
 
 # ---- the gpt_llama preset through the command line ------------------------------------------------------------

@@ -58,3 +58,34 @@ def test_the_check_names_what_is_missing():
     assert "new_cache: takes no 'capacity'" in problems and "forward: 'start' has no default" in problems
     assert "no cache_bytes" in problems and "no set_ntk" in problems
     assert {"no encode", "no decode"} <= set(unmet(gpt, EncoderDecoder))
+
+
+def test_torchs_encoder_decoder_offers_the_encoder_protocol_without_a_cache():
+    from tinyformer.models.outputs import EncodedSource
+
+    model = small_model("reverse")
+    torch_model = TASKS["reverse"](
+        dataclasses.replace(
+            TASKS["reverse"].default_config(),
+            model=dataclasses.replace(model.config, impl="torch"),
+        ),
+        tokenizer=None,
+    ).build_model()
+    assert unmet(torch_model, EncoderDecoder) == []
+    assert torch_model.new_cache(EncodedSource(torch.zeros(1, 3, 32), torch.ones(1, 3, dtype=torch.bool))) is None
+
+
+def test_each_config_hands_its_blocks_the_fields_of_the_same_name():
+    """What `BlockSpec.of` reads of each model config, by name: a switch misspelt in a config would silently take
+    the spec's default, and this list would not grow."""
+    from tinyformer.attention.spec import BlockSpec, picked
+    from tinyformer.models.bert import BertConfig
+    from tinyformer.models.gpt import GPTConfig
+    from tinyformer.models.seq2seq import Seq2SeqConfig
+
+    every = {f.name for f in dataclasses.fields(BlockSpec)}
+    assert set(picked(BlockSpec, GPTConfig())) == every - {"norm_first"}  # GPT is Pre-LayerNorm: the default
+    assert set(picked(BlockSpec, BertConfig())) == every - {"qkv_bias", "bias", "qk_norm", "ffn", "norm", "n_kv_head"}
+    seq2seq = {"n_embd", "n_head", "d_ff", "dropout", "attn_dropout", "backend", "ffn", "norm_first"}
+    assert set(picked(BlockSpec, Seq2SeqConfig())) == seq2seq
+    assert BlockSpec.of(BertConfig()).norm_eps == 1e-12 and not BlockSpec.of(BertConfig()).norm_first

@@ -22,20 +22,32 @@ class Clock:
     """time.perf_counter and time.monotonic that move `tick` seconds a call; `tick` doubles after `slow_after`
     calls (the machine gets busy)."""
 
-    def __init__(self, tick: float, slow_after: int | None = None) -> None:
-        self.now, self.tick, self.calls, self.slow_after = 0.0, tick, 0, slow_after
+    def __init__(self, tick: float, slow_after: int | None = None, factor: float = 2.0) -> None:
+        self.now, self.tick, self.calls, self.slow_after, self.factor = 0.0, tick, 0, slow_after, factor
 
     def perf_counter(self) -> float:
         self.calls += 1
         if self.slow_after is not None and self.calls == self.slow_after:
-            self.tick *= 2
+            self.tick *= self.factor
         self.now += self.tick
         return self.now
 
     monotonic = perf_counter
 
 
-def fit(tmp_path, monkeypatch, clock: Clock, seconds: float, until: int | None = None, resume: bool = False):
+class CostlyEval(FixedBatch):
+    """An evaluation that takes `seconds` on the fake clock."""
+
+    def __init__(self, x, clock: Clock, seconds: float) -> None:
+        super().__init__(x, x)
+        self.clock, self.seconds = clock, seconds
+
+    def evaluate(self, model):
+        self.clock.now += self.seconds
+        return super().evaluate(model)
+
+
+def fit(tmp_path, monkeypatch, clock: Clock, seconds: float, until=None, resume=False, eval_s: float = 0.0):
     monkeypatch.setattr(trainer_module, "time", types.SimpleNamespace(perf_counter=clock.perf_counter,
                                                                        monotonic=clock.monotonic))  # fmt: skip
     torch.manual_seed(0)
@@ -43,7 +55,8 @@ def fit(tmp_path, monkeypatch, clock: Clock, seconds: float, until: int | None =
     x = torch.randint(0, 20, (2, 8), generator=torch.Generator().manual_seed(1))
     config = TrainConfig(max_iters=3000, warmup_iters=100, eval_interval=500, eval_iters=100, schedule="cosine",
                          lr=3e-3, device="cpu", time_budget=seconds)  # fmt: skip
-    trainer = Trainer(model, FixedBatch(x, x), config, tmp_path, progress=False, resume=resume)
+    task = CostlyEval(x, clock, eval_s)
+    trainer = Trainer(model, task, config, tmp_path, progress=False, resume=resume)
     return trainer, trainer.fit(until)
 
 
@@ -69,12 +82,31 @@ def test_a_machine_that_slows_down_mid_run_still_ends_on_time(tmp_path, monkeypa
     assert result.step < steady.plan.max_iters  # it planned fewer steps once its steps took longer
 
 
+def test_a_slowdown_after_the_last_plan_ends_the_run_at_the_budget(tmp_path, monkeypatch):
+    steady, _ = fit(tmp_path / "steady", monkeypatch, Clock(0.05), 20.0)
+    last_eval = steady.plan.max_iters // steady.plan.eval_interval * steady.plan.eval_interval
+    calls = 2 * (last_eval + (steady.plan.max_iters - last_eval) // 2) + 40  # half-way through the last stretch
+    slowed, result = fit(tmp_path / "slowed", monkeypatch, Clock(0.05, slow_after=calls, factor=4.0), 20.0)
+    assert result.step < steady.plan.max_iters and result.status == "finished"
+    assert spent(slowed) <= 20.0 * 1.05  # within 5%: the step that crossed it, and the last evaluation
+
+
 def test_a_resumed_run_continues_its_plan(tmp_path, monkeypatch):
-    first, stopped = fit(tmp_path, monkeypatch, Clock(0.05), 20.0, until=60)
-    assert stopped.status == "stopped" and first.plan.plans >= 1
-    again, result = fit(tmp_path, monkeypatch, Clock(0.05), 20.0, resume=True)
-    assert again.original.max_iters == 3000 and result.status == "finished"
-    assert 0.95 * 20.0 <= spent(again) <= 20.0 * 1.001  # the time before the stop counts
+    first, stopped = fit(tmp_path, monkeypatch, Clock(0.05), 20.0, until=30)
+    interval = first.plan.eval_interval
+    assert stopped.status == "stopped" and first.plan.plans == 1 and interval > 31
+    _, stopped = fit(tmp_path, monkeypatch, Clock(0.05), 20.0, until=interval - 1, resume=True)
+    again, result = fit(tmp_path, monkeypatch, Clock(0.05), 20.0, resume=True)  # evaluates at its first step
+    assert again.plan.eval_interval == interval and result.status == "finished"
+    assert 0.95 * 20.0 <= spent(again) <= 20.0 * 1.001  # the time before the stops counts
+    with pytest.raises(UserError, match="planned for a budget of 20 s"):
+        fit(tmp_path, monkeypatch, Clock(0.05), 30.0, resume=True)
+
+
+def test_evaluations_take_at_most_a_tenth_of_the_budget(tmp_path, monkeypatch):
+    trainer, _ = fit(tmp_path, monkeypatch, Clock(0.05), 20.0, eval_s=1.0)  # a second each
+    assert trainer.plan.evals <= 1 + 2  # the one before training, then 0.1 x 20 s / 1 s of them
+    assert 0.95 * 20.0 <= spent(trainer) <= 20.0 * 1.001
 
 
 def test_durations_read_as_people_write_them():

@@ -31,7 +31,7 @@ class BlockSpec:
     dropout: float = 0.0  # on each residual branch
     attn_dropout: float = 0.0  # on the attention weights
     qkv_bias: bool = True  # bias on the query/key/value projection
-    bias: bool = True  # bias on the attention's output projection, the feed-forward and the LayerNorms
+    bias: bool = True  # on the attention's output, a GELU/ReLU feed-forward (SwiGLU has none), LayerNorms
     backend: str = "sdpa"  # softmax attention's backend ("auto", "sdpa", "manual")
     attention: str = "softmax"  # "softmax" or "linear"
     qk_norm: bool = False  # RMS-normalise each head's queries and keys

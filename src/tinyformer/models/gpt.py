@@ -73,7 +73,7 @@ class GPTConfig:
     zero_init: bool = False  # each block's attention and MLP output projections start at 0: a fresh block is x -> x
     logit_softcap: float = 0.0  # > 0: logits = cap * tanh(logits / cap), never beyond +-cap; 0 = off
     norm: str = "layernorm"  # "layernorm" (GPT-2's) or "rmsnorm" (Llama's: a gain, no mean, no bias)
-    bias: bool = True  # biases on the attention's output, the MLP and the LayerNorms; False: none (Llama)
+    bias: bool = True  # biases on the attention's output, a GELU/ReLU MLP, LayerNorms (SwiGLU has none); False: Llama
     norm_eps: float = 1e-5  # every norm's epsilon (nn.LayerNorm's default; Llama checkpoints say theirs)
 
     def __post_init__(self) -> None:

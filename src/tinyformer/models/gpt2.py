@@ -58,8 +58,6 @@ def config_from_gpt2(hf: dict) -> dict:
     D = hf["n_embd"]
     inner = hf.get("n_inner") or 4 * D
     for key, ok in (
-        ("n_inner", inner % D == 0),
-        ("layer_norm_epsilon", abs(hf.get("layer_norm_epsilon", 1e-5) - 1e-5) < 1e-12),  # nn.LayerNorm's eps
         ("scale_attn_weights", hf.get("scale_attn_weights", True)),
         ("scale_attn_by_inverse_layer_idx", not hf.get("scale_attn_by_inverse_layer_idx", False)),
     ):
@@ -71,7 +69,8 @@ def config_from_gpt2(hf: dict) -> dict:
         n_layer=hf["n_layer"],
         n_head=hf["n_head"],
         n_embd=D,
-        mlp_ratio=inner // D,
+        mlp_ratio=inner / D,
+        norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
         qkv_bias=True,
         positions="learned",
         causal=True,
@@ -125,6 +124,11 @@ def check_exportable(model: nn.Module) -> None:
         raise UserError(
             f"model.attention={c.attention!r}, n_kv_head={c.n_kv_head}: GPT-2 has softmax multi-head attention; "
             "this model cannot be exported"
+        )
+    if c.norm != "layernorm" or not c.bias:
+        raise UserError(
+            f"model.norm={c.norm!r}, bias={c.bias}: GPT-2 has LayerNorms and biases; a model with RMSNorm, SwiGLU "
+            "and rotary positions is written as Llama, this one cannot be exported"
         )
     if c.qk_norm or c.logit_softcap:
         raise UserError(

@@ -6,6 +6,8 @@ bias; otherwise GPT-2). `model.init_from` and `tinyformer export hf` go through 
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from torch import nn
 
@@ -13,16 +15,25 @@ from tinyformer.errors import UserError
 from tinyformer.models import gpt2, llama
 
 READS = ("gpt2", *llama.FAMILIES)  # model_type values MiniGPT loads
+TRAINING = ("dropout", "embedding_dropout", "attn_dropout", "backend", "grad_checkpoint", "init", "init_from")
+TRAINING += ("zero_init",)  # GPTConfig's fields that do not change what a trained model computes
 
 
 def config_from_hf(hf: dict) -> dict:
-    """A config.json (as a dict) -> the GPTConfig fields of its architecture; UserError naming what is not."""
+    """A config.json (as a dict) -> every GPTConfig field of its architecture: the format's, and GPTConfig's
+    default for each switch the format does not have (a run's qk_norm or soft cap must not survive into a
+    checkpoint that has none); UserError naming what MiniGPT does not build."""
+    from tinyformer.models.gpt import GPTConfig
+
     kind = hf.get("model_type")
     if kind == "gpt2":
-        return gpt2.config_from_gpt2(hf)
-    if kind in llama.FAMILIES:
-        return llama.config_from_llama(hf)
-    raise UserError(f"model_type={kind!r} in config.json: MiniGPT loads {', '.join(READS)}")
+        fields = gpt2.config_from_gpt2(hf)
+    elif kind in llama.FAMILIES:
+        fields = llama.config_from_llama(hf)
+    else:
+        raise UserError(f"model_type={kind!r} in config.json: MiniGPT loads {', '.join(READS)}")
+    defaults = {f.name: f.default for f in dataclasses.fields(GPTConfig) if f.name not in TRAINING}
+    return defaults | fields
 
 
 def family(model: nn.Module) -> str:

@@ -10,6 +10,8 @@ rate stays a pure function of (step, plan), and the plan is saved with each chec
 continues the same schedule. If the budget runs out anyway, the run evaluates, saves and ends there.
 
 What it does not choose: the model's shape, dropout, batch and learning rate are the config's (a preset's).
+What it does not count: the checkpoint written after each evaluation, the loss plot and the end-of-run sample.
+One process only: under torchrun each rank would plan on its own clock.
 """
 
 from __future__ import annotations
@@ -51,62 +53,52 @@ class Plan:
     max_iters: int
     warmup_iters: int
     eval_interval: int
-    eval_iters: int  # batches per evaluation: all evaluations together take at most EVAL_SHARE of the budget
     step_s: float = 0.0  # the measured seconds per optimizer step the plan used
-    eval_batch_s: float = 0.0  # the measured seconds per evaluation batch (their mean)
+    eval_s: float = 0.0  # the measured seconds per evaluation (their mean)
     eval_seconds: float = 0.0  # time spent in evaluations so far (train_seconds excludes it)
-    eval_batches: int = 0  # evaluation batches so far
+    evals: int = 0  # evaluations so far
     plans: int = 0  # how many times the run has planned (1 after the first measurement)
 
     def apply(self, config: TrainConfig) -> TrainConfig:
-        """`config` with this plan's steps, warmup and evaluations."""
+        """`config` with this plan's steps, warmup and evaluation cadence."""
         return dataclasses.replace(
-            config,
-            max_iters=max(self.max_iters, 1),
-            warmup_iters=self.warmup_iters,
-            eval_interval=max(self.eval_interval, 1),
-            eval_iters=self.eval_iters,
+            config, max_iters=max(self.max_iters, 1), warmup_iters=self.warmup_iters, eval_interval=self.eval_interval
         )
 
     def evaluated(self, seconds: float) -> Plan:
-        """This plan after one more evaluation (of `eval_iters` batches) that took `seconds`."""
-        total, batches = self.eval_seconds + seconds, self.eval_batches + self.eval_iters
-        return dataclasses.replace(self, eval_seconds=total, eval_batches=batches, eval_batch_s=total / batches)
+        """This plan after one more evaluation that took `seconds`."""
+        total, n = self.eval_seconds + seconds, self.evals + 1
+        return dataclasses.replace(self, eval_seconds=total, evals=n, eval_s=total / n)
 
     def line(self) -> str:
         evals = self.max_iters // self.eval_interval + 1
         return (
-            f"time budget {self.budget:,.0f} s: {self.step_s * 1000:,.1f} ms/step measured here -> "
-            f"{self.max_iters:,} steps, warmup {self.warmup_iters:,}, {evals} evaluations of {self.eval_iters} "
-            f"batches (every {self.eval_interval:,} steps, {self.eval_iters * self.eval_batch_s:.1f} s each)"
+            f"time budget {self.budget:,.0f} s: {self.step_s * 1000:,.1f} ms/step and {self.eval_s:.1f} s per "
+            f"evaluation measured here -> {self.max_iters:,} steps, warmup {self.warmup_iters:,}, {evals} "
+            f"evaluations (every {self.eval_interval:,} steps)"
         )
 
 
-EVAL_SHARE = 0.1  # of the budget, for every evaluation together
-FIRST_EVAL = 10  # batches in the evaluation before training (its cost is not known yet)
+EVAL_SHARE = 0.1  # of the budget, for every evaluation together: fewer evaluations where they would take more
 
 
 def first_plan(config: TrainConfig) -> Plan:
-    """Before anything is measured: the config's own schedule, a short first evaluation, replaced after
-    `MEASURE` steps."""
-    c = config
-    return Plan(c.time_budget, c.max_iters, c.warmup_iters, c.eval_interval, min(c.eval_iters, FIRST_EVAL))
+    """Before anything is measured: the config's own schedule, replaced after `MEASURE` steps."""
+    return Plan(config.time_budget, config.max_iters, config.warmup_iters, config.eval_interval)
 
 
 def replan(plan: Plan, original: TrainConfig, step: int, train_seconds: float, recent: list[float]) -> Plan:
     """A plan that ends at the budget from here: `step` steps done in `train_seconds` (+ plan.eval_seconds),
-    `recent` the latest step times (their median is the speed from now on). The first plan sets the warmup, the
-    evaluations' cadence and size; later ones move the last step only, so that no evaluation moves."""
-    step_s = statistics.median(recent)
-    evals = max(1, min(MAX_EVALS, original.max_iters // original.eval_interval))  # the config's count
-    if plan.plans == 0:
-        share = EVAL_SHARE * plan.budget / (evals * max(plan.eval_batch_s, 1e-9))
-        plan = dataclasses.replace(plan, eval_iters=max(1, min(original.eval_iters, int(share))))
-    eval_s = plan.eval_iters * plan.eval_batch_s
+    `recent` the latest step times (their median is the speed from now on; none: the plan's last). The first plan
+    sets the warmup and the evaluations' cadence; later ones move the last step only, so no evaluation moves."""
+    step_s = max(statistics.median(recent) if recent else plan.step_s, 1e-6)
     left = plan.budget - train_seconds - plan.eval_seconds
+    if plan.plans == 0:  # the config's count of evaluations, fewer where they would take more than their share
+        affordable = int(EVAL_SHARE * plan.budget / max(plan.eval_s, 1e-9))
+        evals = max(1, min(MAX_EVALS, original.max_iters // original.eval_interval, affordable))
     for _twice in range(2):  # the evaluations still to come depend on the steps, and the steps on them
         interval = plan.eval_interval if plan.plans else max(1, math.ceil(max(plan.max_iters, 1) / evals))
-        steps_left = max(0, int((left - eval_s * _evals_left(step, plan.max_iters, interval)) / step_s))
+        steps_left = max(0, int((left - plan.eval_s * _evals_left(step, plan.max_iters, interval)) / step_s))
         plan = dataclasses.replace(plan, max_iters=step + steps_left)
     if plan.plans == 0:
         total = max(plan.max_iters, 1)
@@ -117,7 +109,7 @@ def replan(plan: Plan, original: TrainConfig, step: int, train_seconds: float, r
 
 def _evals_left(step: int, max_iters: int, interval: int) -> int:
     """Evaluations after `step` in a run of `max_iters` steps evaluated every `interval` (and at its end)."""
-    return max(0, max_iters // interval - step // interval) + 1
+    return max(0, max_iters // interval - step // interval) + (max_iters % interval != 0)
 
 
 def over(plan: Plan, train_seconds: float) -> bool:

@@ -40,6 +40,7 @@ from torch import nn
 from tinyformer import interrupt, runfolder
 from tinyformer.config import TrainConfig, target_met
 from tinyformer.device import BackendChoice, autocast, configure, inference, resolve_precision
+from tinyformer.errors import UserError
 from tinyformer.files import make_dir
 from tinyformer.runfolder import BEST, STATE, WEIGHTS, TrainerState
 from tinyformer.train import autotune, budget, distributed, guard
@@ -130,6 +131,9 @@ class Trainer:
         self.original = config  # train.time_budget: what a plan scales (`self.config` is the plan applied)
         self.plan = None
         if config.time_budget:
+            if self.world.size > 1:
+                raise UserError("--time (train.time_budget) trains in one process: under torchrun each rank would "
+                                "plan on its own clock")  # fmt: skip
             self._follow(budget.first_plan(config))
         self.evaluated_at = -1  # the step of the last evaluation
         recorded = self._continue(restore(self, inexact=resume == "inexact")) if resume else None
@@ -145,6 +149,11 @@ class Trainer:
         if self.config.stop_at and state.reached.startswith(f"{self.config.stop_at} met"):
             self.reached = state.reached
         if self.plan is not None and state.budget:  # the schedule sized to the budget so far
+            if state.budget["budget"] != self.original.time_budget:
+                raise UserError(
+                    f"this run was planned for a budget of {state.budget['budget']:g} s; resume it with that budget "
+                    f"(train.time_budget={state.budget['budget']:g}), not {self.original.time_budget:g}"
+                )
             self._follow(budget.Plan(**state.budget))
         return state.attention
 
@@ -192,21 +201,31 @@ class Trainer:
         return FitResult(status, self.step, self.best_val, self.train_seconds, self.diverged, signum)
 
     def _keep_to_budget(self, bar, until: int | None) -> int:
-        """train.time_budget, after each step: plan once `budget.MEASURE` steps are timed and again after each
-        evaluation; when the budget is spent, end here. A run that ends at this step gets its last evaluation.
-        -> the step the loop now ends at."""
-        plan, measured = self.plan, len(self.step_seconds) - 2  # this process's step times, the first two left out
+        """train.time_budget, after each step: the first plan once `budget.MEASURE` steps are timed (the later ones
+        come with each evaluation, `_budget_evaluated`); when the budget is spent, end here. A run that ends at
+        this step gets its last evaluation. -> the step the loop now ends at."""
+        plan = self.plan
         if budget.over(plan, self.train_seconds):
             self._follow(dataclasses.replace(plan, max_iters=min(self.step, plan.max_iters)))
             bar.write(f"step {self.step:>6}: the time budget ({plan.budget:,.0f} s) is spent: the run ends here")
-        elif (plan.plans == 0 and measured >= budget.MEASURE) or (plan.plans and self.evaluated_at == self.step):
-            self._follow(budget.replan(plan, self.original, self.step, self.train_seconds, self.step_seconds[2:][-50:]))
-            if plan.plans == 0:
-                bar.write(self.plan.line())
+        elif plan.plans == 0 and len(self.step_seconds) - 2 >= budget.MEASURE:
+            self._follow(budget.replan(plan, self.original, self.step, self.train_seconds, self._recent()))
+            bar.write(self.plan.line())
         if self.step >= self.config.max_iters and self.evaluated_at != self.step:
             self._evaluate(bar)
         bar.total = self.config.max_iters if until is None else min(until, self.config.max_iters)
         return bar.total
+
+    def _budget_evaluated(self, seconds: float) -> None:
+        """An evaluation took `seconds` of the budget; before the checkpoint records the plan, the last step moves
+        with the speed measured so far (not at the run's last step: its schedule has ended)."""
+        plan = self.plan.evaluated(seconds)
+        if plan.plans and 0 < self.step < plan.max_iters:
+            plan = budget.replan(plan, self.original, self.step, self.train_seconds, self._recent())
+        self._follow(plan)
+
+    def _recent(self) -> list[float]:
+        return self.step_seconds[2:][-50:]  # this process's latest step times, its first two left out
 
     def _follow(self, plan: budget.Plan) -> None:
         self.plan, self.config = plan, plan.apply(self.original)
@@ -278,7 +297,7 @@ class Trainer:
         result = self.evaluate()
         self.evaluated_at = self.step
         if self.plan is not None:  # evaluations count against the budget
-            self.plan = self.plan.evaluated(time.perf_counter() - t0)
+            self._budget_evaluated(time.perf_counter() - t0)
         val, score = result["loss"], result[self.task.select]
         improved = score < self.best_val and not initial
         if improved:

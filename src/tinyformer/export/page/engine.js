@@ -329,15 +329,15 @@ class Model {
     }
   }
 
-  // Tokens `ids` at positions start, start+1, ..., their keys and values written into `cache` -> the logits
-  // after the last one (Float64Array V) and, with `withWeights`, each token's attention over the positions up
-  // to its own: per token a Float32Array (L, H, its position + 1).
   // the norm named `name` (ln1, ln2 of a block, ln_f) over each row of X
   norm(X, name) {
     const { w, spec } = this;
     return norm(X, w[name + ".weight"], w[name + ".bias"], this.D, spec.norm_eps, spec.norm === "rmsnorm");
   }
 
+  // Tokens `ids` at positions start, start+1, ..., their keys and values written into `cache` -> the logits
+  // after the last one (Float64Array V) and, with `withWeights`, each token's attention over the positions up
+  // to its own: per token a Float32Array (L, H, its position + 1).
   forward(ids, start, cache, withWeights = false) {
     const { D, H, Hkv, dh, F, V, L, w, spec } = this;
     const T = ids.length, width = Hkv * dh;
