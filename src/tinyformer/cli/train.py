@@ -39,12 +39,8 @@ def add_train(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", help="auto, cpu, cuda or mps (train.device)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (train.compile)")
     p.add_argument("--tensorboard", action="store_true", help="write TensorBoard events to RUN/tb")
-    p.add_argument(
-        "--time",
-        metavar="DURATION",
-        help="train for this long, evaluations included (90s, 10m, 1h30m): the schedule is sized to end there "
-        "from the speed the run measures (train.time_budget)",
-    )
+    time = "train this long, evaluations included (90s, 10m, 1h30m): the schedule is sized to it (train.time_budget)"
+    p.add_argument("--time", metavar="DURATION", help=time)
 
 
 def _train_overrides(a: argparse.Namespace) -> list[str]:

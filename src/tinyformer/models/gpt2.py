@@ -89,6 +89,13 @@ def import_gpt2(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
         if name not in theirs:
             raise UserError(f"the checkpoint has no tensor {name!r}: it is not a GPT-2 of this config.json")
         ours[mine] = theirs.pop(name).T if conv else theirs.pop(name)
+    load_named(model, ours, theirs)
+
+
+def load_named(model: nn.Module, ours: dict[str, torch.Tensor], theirs: dict[str, torch.Tensor]) -> None:
+    """The last of an import, any format's: `ours`, the tensors already renamed, gets the head (the checkpoint's
+    lm_head.weight, or the token embedding when tied); `theirs`, what is left of the checkpoint, must be empty;
+    each shape must be the model's. UserError naming the first tensor that is not."""
     head = theirs.pop("lm_head.weight", None)
     if model.config.tie_weights:
         ours["head.weight"] = ours["tok_emb.weight"]

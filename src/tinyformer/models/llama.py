@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from tinyformer.errors import UserError
+from tinyformer.models.gpt2 import load_named
 
 FAMILIES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}  # model_type -> architecture
 BUFFERS = (".rotary_emb.inv_freq",)
@@ -114,20 +115,7 @@ def import_llama(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
         ours[f"blocks.{i}.attn.qkv.weight"] = torch.cat([take(f"{attn}.{p}_proj.weight") for p in "qkv"])
         if c.qkv_bias:
             ours[f"blocks.{i}.attn.qkv.bias"] = torch.cat([take(f"{attn}.{p}_proj.bias") for p in "qkv"])
-    head = theirs.pop("lm_head.weight", None)
-    if c.tie_weights:
-        ours["head.weight"] = ours["tok_emb.weight"]
-    elif head is None:
-        raise UserError("tie_word_embeddings is false but the checkpoint has no lm_head.weight")
-    else:
-        ours["head.weight"] = head
-    if theirs:
-        raise UserError(f"the checkpoint has tensors MiniGPT does not know, e.g. {sorted(theirs)[0]!r}")
-    expected = model.state_dict()
-    for k, v in ours.items():
-        if v.shape != expected[k].shape:
-            raise UserError(f"tensor {k!r} has shape {tuple(v.shape)}, config.json says {tuple(expected[k].shape)}")
-    model.load_state_dict(ours, strict=True)
+    load_named(model, ours, theirs)
 
 
 def check_exportable(c) -> None:

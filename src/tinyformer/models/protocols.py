@@ -77,17 +77,9 @@ class EncoderDecoder(Protocol):
     def encode(self, src: torch.Tensor, *, need_weights: bool = False) -> EncodedSource:
         """src (B, S) padded with pad_id -> memory (B, S, D) and src_valid (B, S), once per source."""
 
-    def decode(
-        self,
-        tgt_in: torch.Tensor,
-        memory: torch.Tensor,
-        src_valid: torch.Tensor,
-        *,
-        need_weights: bool = False,
-        cache: Any = None,
-        start: int = 0,
-    ) -> Seq2SeqOutput:
-        """tgt_in (B, T) at target positions [start, start + T) -> logits (B, T, V)."""
+    def decode(self, tgt_in, memory, src_valid, *, need_weights=False, cache=None, start=0) -> Seq2SeqOutput:
+        """tgt_in (B, T) at target positions [start, start + T), memory (B, S, D) and src_valid (B, S) from
+        `encode` -> logits (B, T, V)."""
 
     def new_cache(self, enc: EncodedSource, capacity: int | None = None) -> Any:
         """A decoding cache for `enc` (None: this model decodes the whole prefix at every step)."""
