@@ -4,6 +4,7 @@ duration is one line. The clock is a fake one the test advances, so no assertion
 
 from __future__ import annotations
 
+import json
 import types
 
 import pytest
@@ -73,6 +74,10 @@ def test_a_budget_ends_on_time_with_the_configs_shape_of_schedule(tmp_path, monk
     assert abs(plan.warmup_iters / plan.max_iters - 100 / 3000) < 0.01  # the preset's warmup share
     assert 4 <= plan.max_iters // plan.eval_interval + 1 <= 7  # as many evaluations as the config had (6)
     assert trainer.config.max_iters == plan.max_iters  # the cosine ends at the planned last step
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    evals = [r["step"] for r in rows if r.get("split") == "val"]
+    assert len(evals) == len(set(evals)) == plan.evals
+    assert evals[-1] - evals[-2] > plan.eval_s / plan.step_s  # no last evaluation a few steps after the one before
 
 
 def test_a_machine_that_slows_down_mid_run_still_ends_on_time(tmp_path, monkeypatch):
@@ -116,3 +121,13 @@ def test_durations_read_as_people_write_them():
     for bad in ("", "ten minutes", "10x", "0s", "5m10"):
         with pytest.raises(UserError, match="--time"):
             budget.parse_duration(bad)
+
+
+def test_a_last_stretch_shorter_than_an_evaluation_ends_at_the_evaluation_before():
+    """4 steps (84 ms) left after the evaluation at step 1692 would cost a 0.7 s evaluation of their own: the run
+    ends at 1692 instead (seen in a resumed 40 s run)."""
+    config = TrainConfig(max_iters=3000, warmup_iters=100, eval_interval=500, time_budget=40.0)
+    plan = budget.Plan(40.0, 1700, 56, 282, step_s=0.021, eval_s=0.7, eval_seconds=4.2, evals=6, plans=1)
+    assert budget.replan(plan, config, 1692, 40.0 - 4.2 - 0.7 - 4.5 * 0.021, [0.021]).max_iters == 1692
+    longer = budget.replan(plan, config, 1300, 40.0 - 4.2 - 1.4 - 350 * 0.021, [0.021]).max_iters
+    assert 1648 <= longer <= 1650  # 240 steps after the evaluation at 1410: they stay

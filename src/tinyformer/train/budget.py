@@ -100,6 +100,9 @@ def replan(plan: Plan, original: TrainConfig, step: int, train_seconds: float, r
         interval = plan.eval_interval if plan.plans else max(1, math.ceil(max(plan.max_iters, 1) / evals))
         steps_left = max(0, int((left - plan.eval_s * _evals_left(step, plan.max_iters, interval)) / step_s))
         plan = dataclasses.replace(plan, max_iters=step + steps_left)
+    last = plan.max_iters // plan.eval_interval * plan.eval_interval  # the last evaluation on the cadence
+    if plan.plans and last >= step and plan.max_iters - last <= plan.eval_s / step_s:
+        plan = dataclasses.replace(plan, max_iters=last)  # the steps after it would cost less than their evaluation
     if plan.plans == 0:
         total = max(plan.max_iters, 1)
         warmup = round(original.warmup_iters * total / original.max_iters)
