@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from tests.cli_helpers import user_error
+from tests.models.greedy import assert_greedy_50_equal
 from tinyformer.cli import main
 from tinyformer.data.bpe import BPETokenizer
 from tinyformer.errors import UserError
-from tinyformer.generate.sampling import generate
 from tinyformer.hub import hf_config, hf_weights
 from tinyformer.models.gpt import GPTConfig, MiniGPT
 from tinyformer.models.gpt2 import config_from_gpt2, gpt2_state_dict, import_gpt2
@@ -71,12 +71,7 @@ def test_imported_gpt2_gives_the_logits_of_transformers(gpt2_folder):
 def test_greedy_50_tokens_equal_with_and_without_cache_and_to_transformers_generate(gpt2_folder):
     ours, hf = load_both(gpt2_folder)
     ids = prompt_ids(gpt2_folder)
-    cached = generate(ours, ids, 50, temperature=0)
-    naive = generate(ours, ids, 50, temperature=0, use_cache=False)
-    theirs = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=50, do_sample=False, pad_token_id=0)
-    assert cached.shape == (1, ids.size(1) + 50)
-    assert torch.equal(cached, naive) and torch.equal(cached, theirs)
-    assert len(set(cached[0, ids.size(1) :].tolist())) > 10  # not one token repeated: positions matter here
+    assert_greedy_50_equal(ours, hf, ids)
 
 
 def test_export_of_an_imported_model_gives_back_the_same_tensors(gpt2_folder):

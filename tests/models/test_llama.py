@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.models.greedy import assert_greedy_50_equal
 from tinyformer.cli import main
 from tinyformer.data.tokenizers import CharTokenizer
 from tinyformer.errors import UserError
-from tinyformer.generate.sampling import generate
 from tinyformer.hub import hf_config, hf_weights
 from tinyformer.models.gpt import GPTConfig, MiniGPT
 from tinyformer.models.hf_lm import config_from_hf, export_hf, import_hf
@@ -100,12 +100,7 @@ def test_imported_checkpoint_gives_the_logits_of_transformers(checkpoint):
 def test_greedy_50_tokens_equal_with_and_without_cache_and_to_transformers_generate(checkpoint):
     ours, hf = load_both(checkpoint)
     ids = prompt_ids(checkpoint)
-    cached = generate(ours, ids, 50, temperature=0)
-    naive = generate(ours, ids, 50, temperature=0, use_cache=False)
-    theirs = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=50, do_sample=False, pad_token_id=0)
-    assert cached.shape == (1, ids.size(1) + 50)
-    assert torch.equal(cached, naive) and torch.equal(cached, theirs)
-    assert len(set(cached[0, ids.size(1) :].tolist())) > 10  # not one token repeated: positions matter here
+    assert_greedy_50_equal(ours, hf, ids)
 
 
 def test_export_of_an_imported_model_gives_back_the_same_tensors_and_config(checkpoint):
