@@ -77,8 +77,9 @@ def train(
     return load(run_dir, device=trainer.device)
 
 
-def load(path: str | Path, weights: str = "best", device="cpu"):
-    """A run folder -> its `Run` (`weights`: "best", "latest", or None for config and tokenizer only)."""
+def load(path: str | Path, weights: str | None = "run", device="cpu"):
+    """A run folder -> its `Run` (`weights`: "run", the run's own `train.weights`; "best", "latest", or None
+    for config and tokenizer only)."""
     from tinyformer.runs import load_run
 
     return load_run(path, weights=weights, device=device)

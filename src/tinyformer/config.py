@@ -38,6 +38,8 @@ from tinyformer.files import input_file
 SCHEDULES = ("constant", "cosine", "noam", "wsd")
 OPTIMIZERS = ("adamw", "muon")  # train.optimizer; see `tinyformer.train.optim`
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # train.precision; `tinyformer.device` resolves "auto"
+EVAL_BATCHES = ("fixed", "fresh")  # train.eval_batches
+WEIGHTS = ("best", "latest")  # train.weights: best.safetensors or model.safetensors
 STOP_AT = re.compile(r"\s*(\w+)\s*(>=|<=)\s*([-+0-9.eE]+)\s*")
 
 
@@ -120,6 +122,8 @@ class TrainConfig:
     grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
     eval_interval: int = 500  # evaluate every this many steps (step 0 of a new run too, and at the end)
     eval_iters: int = 100  # batches averaged per evaluation
+    eval_batches: str = "fixed"  # the GPT task's estimate: "fixed", eval_iters val batches, the same every
+    # evaluation; "fresh", the MiniGPT lab's, eval_iters new batches of each split (train and val) every evaluation
     log_interval: int = 10  # steps between train-loss records in metrics.jsonl
     stop_at: str = ""  # "METRIC>=VALUE" or "METRIC<=VALUE": end the run at the first evaluation that meets it
     seed: int = 1337  # seeds model init, batches and dropout
@@ -129,6 +133,8 @@ class TrainConfig:
     tensorboard: bool = False  # also write TensorBoard event files to <run>/tb
     dist_timeout: float = 300.0  # torchrun: seconds a rank waits for the others (to join, or at any collective)
     time_budget: float = 0.0  # seconds for training and evaluation (--time 10m): the schedule is sized to end there
+    weights: str = "best"  # the weights the run's commands read (sample, eval, viz, serve, export, sample.txt):
+    # "best", the best evaluation's (best.safetensors); "latest", the last step's (model.safetensors), as the course
 
     def __post_init__(self) -> None:
         for name in ("max_iters", "batch_size", "grad_accum", "eval_interval", "log_interval", "eval_iters"):
@@ -138,12 +144,10 @@ class TrainConfig:
         for name in ("beta1", "beta2"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise UserError(f"train.{name}={getattr(self, name)} must be in [0, 1)")
-        if self.schedule not in SCHEDULES:
-            raise UserError(f"train.schedule={self.schedule!r} is not one of {', '.join(SCHEDULES)}")
-        if self.precision not in PRECISIONS:
-            raise UserError(f"train.precision={self.precision!r} is not one of {', '.join(PRECISIONS)}")
-        if self.optimizer not in OPTIMIZERS:
-            raise UserError(f"train.optimizer={self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+        choices = {"schedule": SCHEDULES, "precision": PRECISIONS, "optimizer": OPTIMIZERS}
+        for name, allowed in (choices | {"eval_batches": EVAL_BATCHES, "weights": WEIGHTS}).items():
+            if getattr(self, name) not in allowed:
+                raise UserError(f"train.{name}={getattr(self, name)!r} is not one of {', '.join(allowed)}")
         if self.optimizer == "muon" and self.precision == "fp16":
             raise UserError("train.optimizer=muon does not run under fp16's loss scaling; use precision bf16 or fp32")
         if not 0.0 < self.cooldown <= 1.0:

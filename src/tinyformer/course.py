@@ -46,7 +46,9 @@ LAB: dict[str, Any] = {  # the MiniGPT lab, option A
     "train.grad_clip": 0.0,  # no clipping
     "train.grad_accum": 1,
     "train.eval_interval": 300,  # EVAL_EVERY = 300 (and step 0: every run evaluates there)
-    "train.eval_iters": 1,  # one batch of each split per evaluation
+    "train.eval_iters": 1,  # one batch of each split per evaluation ...
+    "train.eval_batches": "fresh",  # ... drawn anew each time (get_batch), in eval mode: estimate_loss
+    "train.weights": "latest",  # step 4 samples the model the loop ended with
     "train.precision": "fp32",  # no autocast
     "sample.prompt": "\n",  # context = [[stoi['\n']]]
     "sample.tokens": 500,  # max_new_tokens=500
@@ -94,6 +96,7 @@ CHAPTER: dict[str, Any] = {  # chapter 20: the encoder-decoder reversing digits
     "train.grad_clip": 0.0,  # no clipping
     "train.grad_accum": 1,
     "train.eval_interval": 312,  # exact match after every epoch
+    "train.weights": "latest",  # 20.11 decodes with the model the last epoch ended with
     "train.precision": "fp32",  # USE_BF16 = DEVICE == "cuda": fp32 on a CPU
 }
 
@@ -101,7 +104,6 @@ CHAPTER: dict[str, Any] = {  # chapter 20: the encoder-decoder reversing digits
 CHAPTER_LOG = {1: 0.386, 2: 0.876, 3: 0.872, 4: 0.946, 5: 0.964, 6: 0.992, 7: 0.988, 8: 0.996, 9: 0.996, 10: 0.996}
 
 RECIPES = {"gpt": LAB, "reverse": CHAPTER}  # task -> the course's recipe for it
-WHERE = {"gpt": "the MiniGPT lab", "reverse": "chapter 20"}
 
 
 def layer(facts: dict[str, Any]) -> dict:

@@ -27,13 +27,23 @@ def pyplot():
 
 
 def plot_losses(rows: list[dict], png: Path, title: str = "") -> None:
-    """The train curve (logged means) and the val curve (each evaluation) of metrics.jsonl `rows`, to `png`."""
+    """The loss curves of metrics.jsonl `rows`, to `png`, each saying what it is: the training steps' losses (the
+    logged means, dropout on), and each evaluation's (eval mode) of the val split, and of the train split where
+    the evaluation scores it too (`train_loss`: `train.eval_batches=fresh`, whose batches are new each time)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
-    for split, style in (("train", "-"), ("val", "o-")):
-        pts = [(r["step"], r["loss"]) for r in rows if r.get("split") == split]
+    evals = [r for r in rows if r.get("split") == "val"]
+    fresh = any("train_loss" in r for r in evals)
+    drawn = "new batches each time" if fresh else "the same data each time"
+    curves = (
+        ("train", "loss", "-", "train steps (mean of the logged steps, dropout on)"),
+        ("val", "train_loss", "s-", f"train, evaluated (eval mode, {drawn})"),
+        ("val", "loss", "o-", f"val, evaluated (eval mode, {drawn})"),
+    )
+    for split, key, style, label in curves:
+        pts = [(r["step"], r[key]) for r in rows if r.get("split") == split and key in r]
         if pts:
-            ax.plot(*zip(*pts), style, label=f"{split} loss", markersize=4, linewidth=1.2)
+            ax.plot(*zip(*pts), style, label=label, markersize=4, linewidth=1.2)
     val = [r["loss"] for r in rows if r.get("split") == "val"]
     if val:
         ax.axhline(min(val), color="grey", linewidth=0.6, linestyle=":")

@@ -71,6 +71,21 @@ def never_saved(folder: str | Path) -> bool:
     return isinstance(config, dict) and "task" in config and "train" in config and lock_holder(p) is None
 
 
+def weights_file(run_dir: str | Path, choice: str = "run") -> Path:
+    """The weights a command reads, the one rule: the run's own choice, `train.weights` in config.json (the
+    course's recipes: "latest", the last step's, as the course samples and draws its final model; the presets and
+    every other run: "best", the best evaluation's), unless the command names "best" or "latest" (`--checkpoint`).
+    "best" falls back to the latest weights where no evaluation has improved on the untrained model yet."""
+    p = Path(run_dir)
+    if choice == "run":
+        config = saved_config(p)
+        train = config.get("train") if isinstance(config, dict) else None
+        choice = train.get("weights", "best") if isinstance(train, dict) else "best"
+    if choice not in ("best", "latest"):
+        raise UserError(f"weights={choice!r} is not one of best, latest (or run: the run's train.weights)")
+    return p / BEST if choice == "best" and (p / BEST).is_file() else p / WEIGHTS
+
+
 def saved_config(run_dir: str | Path) -> Any:
     """RUN/config.json as saved (bounded size and depth: `tinyformer.files.read_json`); `runs.read_config`
     checks it is a run config and migrates old names."""

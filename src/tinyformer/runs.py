@@ -171,9 +171,9 @@ def train_run(
         trainer = _trainer(config, task_cls, run_dir, tokenizer, resume, progress, world, device)
         result = trainer.fit()
         if result.status == "finished" and world.main:
-            best = load_run(run_dir, weights="best", device=trainer.device)  # the weights validation chose
-            with best.autocast():
-                trainer.task.finish(best.model, run_dir)  # e.g. sample.txt (gpt), test-split scores (classify)
+            kept = load_run(run_dir, device=trainer.device)  # the weights the run's commands read (train.weights)
+            with kept.autocast():
+                trainer.task.finish(kept.model, run_dir)  # e.g. sample.txt (gpt), test-split scores (classify)
     if result.status == "diverged":
         raise UserError(result.reason)
     return result, trainer
@@ -247,8 +247,9 @@ def training_bytes(task: Task) -> int:
     return 16 * parameter_count(task) + 4 * batch * m.block_size * per_position
 
 
-def load_run(path: str | Path, weights: str | None = "best", device: str | torch.device = "cpu") -> Run:
-    """Load a run; `weights` = "best", "latest" or None (config, tokenizer and state only).
+def load_run(path: str | Path, weights: str | None = "run", device: str | torch.device = "cpu") -> Run:
+    """Load a run; `weights` = "run" (the run's `train.weights`: `runfolder.weights_file` states the rule),
+    "best", "latest" or None (config, tokenizer and state only).
 
     The model is built in eval mode on `device` ("auto" = cuda > mps > cpu).
     """
@@ -264,9 +265,7 @@ def load_run(path: str | Path, weights: str | None = "best", device: str | torch
     state = dataclasses.replace(state, optimizer={})  # its tensors are for a resume alone
     run = Run(p, task, state)
     if weights is not None:
-        if weights not in ("best", "latest"):
-            raise UserError(f"checkpoint={weights!r} is not one of best, latest")
-        file = p / runfolder.BEST if weights == "best" and (p / runfolder.BEST).is_file() else p / runfolder.WEIGHTS
+        file = runfolder.weights_file(p, weights)
         device = device if isinstance(device, torch.device) else pick_device(device)
         check_memory(4 * parameter_count(task), f"the model in {p / runfolder.CONFIG}", device)
         run.model = task.build_model().to(device)

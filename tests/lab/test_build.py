@@ -125,7 +125,10 @@ def test_english_and_chinese_pages_ask_the_same_items_with_the_same_values():
     for en, zh in zip(english, chinese, strict=True):
         a, b = t[en], t[zh]
         assert a.count("\n### ") == b.count("\n### "), en.name
-        assert {key(m) for m in PLACEHOLDER.finditer(a)} == {key(m) for m in PLACEHOLDER.finditer(b)}, en.name
+        # a source made in each language (`lab/recipes-gpt-zh`, the Chinese text) is the same item as the English
+        assert {key(m) for m in PLACEHOLDER.finditer(a)} == {
+            key(m).replace("-zh:", ":", 1) for m in PLACEHOLDER.finditer(b)
+        }, en.name
 
 
 def test_pages_are_the_templates_filled_from_the_committed_facts():

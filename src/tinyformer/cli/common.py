@@ -10,7 +10,9 @@ from tinyformer.errors import UserError
 def add_run_args(p: argparse.ArgumentParser, device: bool = True) -> None:
     """The arguments every command that loads a run shares: the folder, which weights, the device."""
     p.add_argument("run", help="run folder")
-    p.add_argument("--checkpoint", choices=("best", "latest"), default="best", help="which weights")
+    p.add_argument(
+        "--checkpoint", choices=("run", "best", "latest"), default="run", help="which weights (run: its train.weights)"
+    )
     if device:
         p.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda or mps")
 

@@ -45,6 +45,7 @@ def add_lab(p: argparse.ArgumentParser) -> None:
     b.set_defaults(handler=cmd_build)
     r = sub.add_parser("recipes", help="print, per course recipe, every key where a shipped preset differs from it")
     r.add_argument("task", nargs="?", choices=tuple(RECIPES), help="one recipe's table (default: every one)")
+    r.add_argument("--lang", choices=("en", "zh"), default="en", help="the text's language (the guide's pages)")
     r.set_defaults(handler=cmd_recipes)
     n = sub.add_parser(
         "notebooks", help="make notebooks/{en,zh}/*.ipynb from the guide's sources (no outputs; in a clone)"
@@ -100,7 +101,7 @@ def cmd_notebooks(a: argparse.Namespace) -> int:
 def cmd_recipes(a: argparse.Namespace) -> int:
     from tinyformer.lab.recipes import markdown
 
-    print(markdown((a.task,) if a.task else tuple(RECIPES)), end="")
+    print(markdown((a.task,) if a.task else tuple(RECIPES), a.lang), end="")
     return 0
 
 

@@ -141,8 +141,9 @@ SOURCES: dict[str, Source] = {  # in the order they are made: a run comes before
             alone=True,
         ),
         *(  # where each preset differs from the course's recipe, read from the presets (no run needed)
-            Source(f"lab/recipes-{task}", (f"lab recipes {task}",), stdout=True, done="stdout.txt", cheap=True)
+            Source(f"lab/recipes-{task}{lang}", (f"lab recipes {task}{opt}",), stdout=True, done="stdout.txt", cheap=True)
             for task in RECIPES
+            for lang, opt in (("", ""), ("-zh", " --lang zh"))
         ),
         Source("lab/gpt-info", ("info {runs}/lab/gpt",), stdout=True, done="stdout.txt", cheap=True),
         Source("lab/gpt-sample", (SAMPLE,), stdout=True, done="stdout.txt", cheap=True),

@@ -107,22 +107,24 @@ class RunStore:
         return p
 
     def get(self, name: str) -> Loaded:
-        """The run loaded with its best weights, loaded again when a file it was loaded from has changed since
-        (a newer checkpoint, a config or tokenizer rewritten): every route then answers from what the folder
-        holds now, or refuses it alike (a 409 where `/api/runs` lists it as unreadable)."""
+        """The run loaded with the weights it names (`runfolder.weights_file`), loaded again when a file it was
+        loaded from has changed since (a newer checkpoint, a config or tokenizer rewritten): every route then
+        answers from what the folder holds now, or refuses it alike (a 409 where `/api/runs` lists it as unreadable)."""
         p = self.path(name)
-        weights = p / runfolder.BEST if (p / runfolder.BEST).is_file() else p / runfolder.WEIGHTS
         try:
+            weights = runfolder.weights_file(p)  # the run's own choice (train.weights)
             w = weights.stat()  # none yet (a run's first checkpoint being written): Busy
             files = (file_stamp(p / runfolder.CONFIG), file_stamp(p / runfolder.TOKENIZER))
             stamp = (weights.name, w.st_mtime_ns, w.st_size, *files)
         except OSError:
             raise Busy(name) from None
+        except UserError as e:  # config.json unreadable
+            raise UserError(f"run {name!r} cannot be loaded: {e}") from None
         with self._loading:
             held = self._loaded.get(name)
             if held is None or held.stamp != stamp:
                 try:
-                    held = Loaded(self.call(load_run, p, "best", self.device), stamp)
+                    held = Loaded(self.call(load_run, p, "run", self.device), stamp)
                 except (UserError, OSError, ValueError, RuntimeError) as e:
                     if (p / runfolder.LOCK).exists() or (p / runfolder.COMMIT).exists():
                         raise Busy(name) from None  # a checkpoint half written by the run training into it

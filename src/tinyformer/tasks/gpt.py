@@ -5,8 +5,9 @@ split (`data.tokenizer=bpe`, `data.vocab_size`), or, with `model.init_from=gpt2`
 folder), GPT-2's own tokenizer and weights: the architecture then comes from the checkpoint's config.json
 (`tinyformer.models.gpt2`) and training continues on the user's text.
 
-Loss: mean next-token cross-entropy. Evaluation: mean val loss over a fixed, seeded set of random windows,
-and the same in bits per character (`bpc`), so character and subword runs compare. After training,
+Loss: mean next-token cross-entropy. Evaluation: mean val loss over a fixed, seeded set of random windows
+(or, `train.eval_batches=fresh` as the MiniGPT lab, new windows of both splits each time), and the same in bits
+per character (`bpc`), so character and subword runs compare. After training,
 sample.txt continues `sample.prompt`; `tinyformer sample` continues any prompt and `tinyformer eval`
 scores the held-out split (or a text file) in loss, perplexity and bits per character.
 """
@@ -34,6 +35,9 @@ from tinyformer.models.protocols import Attentive, CausalLM
 from tinyformer.runfolder import SAMPLE, is_run
 from tinyformer.tasks.base import Task, fit_model
 from tinyformer.tasks.cards import CARDS
+
+
+FRESH = 1_000_003  # `train.eval_batches=fresh`: a prime spacing the seeds of successive evaluations' draws
 
 
 class GPTTask(Task):
@@ -114,15 +118,22 @@ class GPTTask(Task):
         return batch[0].numel()
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:
-        """Mean loss of `train.eval_iters` random val batches, drawn the same way every call."""
+        """Mean loss of `train.eval_iters` random batches, in eval mode. `train.eval_batches`: "fixed" scores the
+        val split on the same batches every call; "fresh", the MiniGPT lab's estimate, scores new batches of each
+        split every call (`train_loss` too), drawn from where training stands, so a resumed run draws the same."""
+        t = self.config.train
+        seed = t.seed + 1 if t.eval_batches == "fixed" else (t.seed + 1) * FRESH + (self.batches_drawn or 0)
+        loss = self.mean_loss(model, "val", seed)  # nats per token
+        result = {"loss": loss, "bpc": loss / math.log(2) / self.val_chars_per_token}
+        if t.eval_batches == "fresh":
+            result["train_loss"] = self.mean_loss(model, "train", seed + 1)
+        return result
+
+    def mean_loss(self, model: nn.Module, split: str, seed: int) -> float:
         t, device = self.config.train, model_device(model)
-        g = torch.Generator().manual_seed(t.seed + 1)
-        total = 0.0
-        for _ in range(t.eval_iters):
-            x, y = self.splits.batch("val", t.batch_size, g)
-            total += model(x.to(device), y.to(device)).loss.item()
-        loss = total / t.eval_iters  # nats per token
-        return {"loss": loss, "bpc": loss / math.log(2) / self.val_chars_per_token}
+        g = torch.Generator().manual_seed(seed)
+        batches = (self.splits.batch(split, t.batch_size, g) for _ in range(t.eval_iters))
+        return sum(model(x.to(device), y.to(device)).loss.item() for x, y in batches) / t.eval_iters
 
     def finish(self, model: nn.Module, run_dir: Path) -> None:
         """sample.txt: a continuation of `sample.prompt` by the finished model."""
