@@ -16,6 +16,7 @@ prefix ends in U+FFFD; decode whole sequences, or see `tinyformer.generate.sampl
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -40,20 +41,15 @@ class BPETokenizer:
     def train(cls, texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB, specials: tuple[str, ...] = ()):
         """Learn merges up to `vocab_size` tokens from `texts`; `specials` get the first ids, in order. The same
         merges in any process (`tinyformer.data.merges`: ties broken by a stated rule)."""
-        from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+        from tokenizers import Tokenizer, decoders, models
 
         from tinyformer.data.merges import train_bpe, word_counts
 
         if vocab_size < 256 + len(specials):
             raise UserError(f"a byte-level BPE needs vocab_size >= {256 + len(specials)} (256 bytes), got {vocab_size}")
-        split = pre_tokenizers.ByteLevel(add_prefix_space=False)  # GPT-2's split: words, digits, ...
-
-        def words(text: str) -> list[str]:
-            return [w for w, _ in split.pre_tokenize_str(text)]
-
-        vocab, merges = train_bpe(word_counts(texts, words), vocab_size, specials)
+        vocab, merges = train_bpe(word_counts(texts, byte_words), vocab_size, specials)
         tok = Tokenizer(models.BPE(vocab, merges))
-        tok.pre_tokenizer = split
+        tok.pre_tokenizer = byte_split()
         tok.decoder = decoders.ByteLevel()
         if specials:
             tok.add_special_tokens(list(specials))
@@ -110,6 +106,24 @@ class BPETokenizer:
             return cls(Tokenizer.from_str(json.dumps(data)))
         except Exception as e:  # tokenizers raises its own exception type for a malformed file
             raise UserError(f"{path} is not a valid tokenizer.json: {str(e).splitlines()[0][:200]}") from None
+
+
+def byte_split():
+    """GPT-2's pre-tokenizer (Hugging Face's `ByteLevel`): words, numbers, punctuation runs and spaces apart, a
+    word keeping the space before it, each shown in the 256-symbol byte alphabet (a space is "Ġ")."""
+    from tokenizers import pre_tokenizers
+
+    return pre_tokenizers.ByteLevel(add_prefix_space=False)
+
+
+def byte_words(text: str) -> list[str]:
+    """`text` cut into the words a byte-level BPE learns from and encodes, one at a time (`byte_split`)."""
+    return [w for w, _ in _split().pre_tokenize_str(text)]
+
+
+@functools.cache
+def _split():
+    return byte_split()
 
 
 def read_hf_tokenizer(path: str | Path) -> dict:

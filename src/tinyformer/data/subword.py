@@ -24,6 +24,7 @@ into tinyformer's mask convention at one boundary, `masks.from_hf_attention_mask
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -62,20 +63,14 @@ class SubwordTokenizer:
     def train(cls, texts: Iterable[str], vocab_size: int = 2000) -> SubwordTokenizer:
         """Learn a WordPiece vocabulary of `vocab_size` tokens (specials included) from `texts`, the same in any
         process (`tinyformer.data.merges`: ties broken by a stated rule)."""
-        from tokenizers import Tokenizer, models, normalizers
+        from tokenizers import Tokenizer, models
 
         from tinyformer.data.merges import train_wordpiece, word_counts
 
-        normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=True, clean_text=True)
-        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))  # its normalizer and pre-tokenizer split the words
-        tok.normalizer = normalizer
+        vocab = train_wordpiece(word_counts(texts, bert_words), vocab_size, SPECIALS)
+        tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+        tok.normalizer = trained_normalizer()
         _bert_pipeline(tok, CLS_ID, SEP_ID)
-
-        def split(text: str) -> list[str]:
-            return [w for w, _ in tok.pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text))]
-
-        vocab = train_wordpiece(word_counts(texts, split), vocab_size, SPECIALS)
-        tok.model = models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100)
         return cls(tok)
 
     @classmethod
@@ -154,6 +149,27 @@ class SubwordTokenizer:
         except Exception as e:  # tokenizers raises its own exception type for a malformed file
             raise UserError(f"{p} is not a valid tokenizer.json: {str(e).splitlines()[0][:200]}") from None
         return cls(tok, str(p))
+
+
+def trained_normalizer():
+    """What `train` does to a text before splitting it: BERT's clean-up, lower case, accents stripped."""
+    from tokenizers import normalizers
+
+    return normalizers.BertNormalizer(lowercase=True, strip_accents=True, clean_text=True)
+
+
+def bert_words(text: str) -> list[str]:
+    """`text` as the words `train` learns from: normalized (`trained_normalizer`), then cut at whitespace and
+    around every punctuation mark (BERT's pre-tokenizer)."""
+    normalizer, split = _pipeline()
+    return [w for w, _ in split.pre_tokenize_str(normalizer.normalize_str(text))]
+
+
+@functools.cache
+def _pipeline():
+    from tokenizers import pre_tokenizers
+
+    return trained_normalizer(), pre_tokenizers.BertPreTokenizer()
 
 
 def _bert_pipeline(tok, cls_id: int, sep_id: int) -> None:

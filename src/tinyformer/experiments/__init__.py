@@ -39,6 +39,7 @@ EXPERIMENTS: dict[str, Study] = {
     ),
     "positions": Study("learned / sinusoidal / RoPE (+NTK) past the trained context", "positions:positions"),
     "tokenizers": Study("characters vs byte-level BPE at the same parameters and wall time", "tokenizers:run"),
+    "merges": Study("BPE and WordPiece merge by merge on the play: no model, seconds", "merges:run"),
     "kv-cache": Study("per-token generation cost with and without the cache", "kv_cache:run"),
     "reverse-ablation": Study("the encoder-decoder chapter's exercises", "reverse_ablation:run"),
     "seq2seq-decoding": Study("encoder or decoder: where inference time goes, cache or not", "seq2seq_decoding:run"),

@@ -7,6 +7,7 @@ model's 4 with a 3,584-token vocabulary (about 1.2M parameters each; the report 
 per token is not comparable across vocabularies; bits per character are: the val loss times the tokens per
 character of the held-out text, in bits. Both train the same steps on the CPU preset, and are compared at
 the shorter of the two training times (the best val bits per character each had reached by then).
+What the BPE vocabulary is made of, merge by merge: `tinyformer experiment merges` (seconds, no model).
 
     tinyformer experiment tokenizers [--quick] [--out DIR]
 """

@@ -76,6 +76,7 @@ def _study(name: str) -> Source:
         after=tuple(f"experiments/{n}" for n in lab.after),
         extra=lab.extra,
         alone=lab.alone,
+        cheap=lab.cheap,
     )
 
 

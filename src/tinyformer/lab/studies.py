@@ -15,6 +15,7 @@ class InGuide:
     after: tuple[str, ...] = ()  # studies the lab makes first: this one reads or reuses their runs
     extra: str = ""  # why `lab build --train` leaves it out of the hour (made with --only); "": in the hour
     alone: bool = False  # its times are its answer: the lab makes it with nothing beside it, on every core
+    cheap: bool = False  # seconds, no training: a plain `lab build` makes it when its folder is missing
 
 
 MLM = "--mlm {runs}/experiments/classifiers/mlm"  # tagging and qa start from the bake-off's masked LM: one
@@ -25,6 +26,7 @@ HOW: dict[str, InGuide] = {
     "tagging": InGuide(MLM),
     "qa": InGuide(MLM),
     "attention-variants": InGuide(after=("ablation",)),  # its softmax cell is ablation's baseline: reused
+    "merges": InGuide(cheap=True),  # the trainers of data/merges.py on the play: no model
     "speedrun": InGuide(
         "--nanogpt {nanogpt}",
         extra="about an hour alone, and it runs a nanoGPT checkout beside ours",
