@@ -29,16 +29,18 @@ def test_quick_ablation_writes_a_report_from_its_runs_and_reuses_them(quick_stud
             row.setdefault(line.split("|")[1].strip(), line)
     swiglu, baseline, relu = (int(row[n].split("|")[3]) for n in ("swiglu", "baseline", "relu-ffn"))
     assert abs(swiglu - baseline) < 0.01 * baseline and relu == baseline  # parameters: matched, and the same
-    assert (
-        "| epoch | baseline | default-embedding-init | no-embedding-scale | default-init-no-scale | default-init |"
-        in text
-    )
+    section1 = "| baseline | default-embedding-init | no-embedding-scale | default-init-no-scale | default-init |"
+    assert f"| epoch {section1} first-version |" in text
+    assert "| epoch | the chapter's log (RTX 4090, bf16) | baseline here | the chapter's first version |" in text
+    assert "| cell | epoch reaching 0.99 | its exact match | its val loss | train s to it |" in text
     saved = {n: json.loads((tmp_path / n / "config.json").read_text())["model"] for n in names}
     assert saved["no-embedding-scale"]["scale_embeddings"] is False and saved["baseline"]["scale_embeddings"]
     assert saved["default-init"]["init"] == "default" and saved["default-init"]["embedding_init"] == "normal"
     bare = saved["default-init-no-scale"]  # the chapter's exercise 1, second half: PyTorch's init, no sqrt(d)
     assert bare["embedding_init"] == "default" and bare["scale_embeddings"] is False
     assert saved["default-embedding-init"]["embedding_init"] == "default" and saved["relu-ffn"]["ffn"] == "relu"
+    first = saved["first-version"]  # the chapter's first version: both PyTorch defaults, the sqrt(d) scale kept
+    assert (first["embedding_init"], first["init"], first["scale_embeddings"]) == ("default", "default", True)
     precision = {json.loads((tmp_path / n / "config.json").read_text())["train"]["precision"] for n in names}
     assert precision == {"auto"}
 
@@ -60,6 +62,38 @@ def test_every_cell_trains_in_auto_precision_and_those_that_cannot_learn_end_aft
     )
     three = {n for n, o in cells.items() if "train.max_iters=936" in o}
     assert three == {"no-positions", "pre6-warmup1", "post6-warmup1"}
+
+
+def test_the_first_version_cell_is_the_chapters_first_version_both_pytorch_defaults():
+    """Chapter 20.12.1's first version had neither the embedding init nor the Xavier Linears: the cell changes
+    both, and only those (the other init cells change one each)."""
+    cells = {c.name: c.overrides for c in reverse_ablation.cells()}
+    both = ["model.embedding_init=default", "model.init=default"]
+    assert cells["first-version"] == [*both, reverse_ablation.DONE, reverse_ablation.PRECISION]
+    assert cells["default-embedding-init"][:1] == both[:1] and cells["default-init"][:1] == both[1:]
+
+
+def test_each_cell_is_compared_at_its_first_epoch_at_the_target_the_baseline_too():
+    """The baseline trains on after it reaches exact match 0.99; the table reads every cell, the baseline too, at
+    its first evaluation at 0.99 (the epoch, that evaluation's loss and the seconds until then), "-" if none."""
+    from types import SimpleNamespace
+
+    from tinyformer.experiments.reverse_ablation_report import reaching
+    from tinyformer.experiments.runner import Cell, CellResult
+
+    def result(name, rows):  # 640 pairs in batches of 64: an epoch is 10 steps
+        config = SimpleNamespace(data=SimpleNamespace(n_train=640), train=SimpleNamespace(batch_size=64))
+        metrics = [
+            {"split": "val", "step": s, "exact_match": em, "loss": lo, "train_seconds": t} for s, em, lo, t in rows
+        ]
+        metrics.insert(1, {"split": "train", "step": 5, "loss": 0.1, "train_seconds": 1.0})  # no exact match: skipped
+        return CellResult(Cell(name), SimpleNamespace(config=config), metrics, True)
+
+    baseline = result("baseline", [(10, 0.5, 0.3, 4.0), (20, 0.991, 0.02, 8.4), (30, 1.0, 0.001, 12.0)])
+    never = result("stuck", [(10, 0.1, 1.5, 4.0), (20, 0.2, 1.2, 8.0)])
+    lines = reaching([baseline, never]).splitlines()
+    assert lines[0] == "| cell | epoch reaching 0.99 | its exact match | its val loss | train s to it |"
+    assert lines[2:] == ["| baseline | 2 | 0.9910 | 0.0200 | 8 |", "| stuck | - | - | - | - |"]
 
 
 def test_a_cell_folder_holding_another_run_is_refused_not_reused(tmp_path):

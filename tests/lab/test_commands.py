@@ -93,3 +93,18 @@ def test_a_source_reads_only_sources_made_before_it():
                     read = arg.removeprefix("{runs}/")
                     assert any(read == m or read.startswith(m + "/") for m in made), (name, read)
         made.append(name)
+
+
+def test_a_printed_source_command_is_what_a_shell_splits_back():
+    """The guide prints a source's command where a value is missing: pasted into a shell, it must give the CLI the
+    same arguments (unquoted, `exact_match>=0.99` would redirect the output into a file named `=0.99`)."""
+    from tinyformer.lab.placeholders import command_text
+
+    args = ["train", "reverse", "--set", "train.stop_at=exact_match>=0.99", "--out", "{dir}", "7 3 0", "it's", "a!b"]
+    line = command_text(args, "runs", "runs/x")
+    assert '--set "train.stop_at=exact_match>=0.99" --out runs/x "7 3 0"' in line
+    assert shlex.split(line) == [a.replace("{dir}", "runs/x") for a in args]
+    cell = SOURCES["experiments/reverse-ablation/one-head"]
+    assert shlex.split(command_text(cell.argv(False)[0], "runs", "runs/one-head")) == [
+        a.replace("{dir}", "runs/one-head") for a in cell.argv(False)[0]
+    ]

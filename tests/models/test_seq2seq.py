@@ -109,10 +109,10 @@ def test_target_padding_cannot_change_cross_attention_so_it_needs_only_the_sourc
     torch.testing.assert_close(moved.cross_attentions[-1][:, :, :5], short.cross_attentions[-1], atol=1e-6, rtol=0)
 
 
-def test_one_shared_embedding_is_the_whole_parameter_gap_to_the_chapter():
-    """The chapter's seed model has 931,213 parameters, and so has the recipe (a table per stack, as the chapter);
-    one table shared by source and target (`share_embeddings`, Seq2SeqConfig's default) has 929,549: vocab_size x
-    n_embd = 13 x 128 = 1,664 fewer."""
+def test_a_table_per_stack_is_the_chapters_count_and_one_shared_table_saves_one_table():
+    """The recipe embeds source and target with a table each (`share_embeddings=False`, as the chapter does), so it
+    has the chapter's 931,213 parameters; one table shared by both (`share_embeddings`, Seq2SeqConfig's default
+    outside the recipe) has 929,549: vocab_size x n_embd = 13 x 128 = 1,664 fewer."""
     from tinyformer.models import count_parameters
 
     c = Seq2SeqConfig(vocab_size=13, n_embd=128, n_head=4, d_ff=512, n_encoder_layers=2, n_decoder_layers=2)

@@ -11,6 +11,7 @@ prints them, and the `made` text of a source's stamp.
 from __future__ import annotations
 
 import re
+import shlex
 
 from tinyformer.lab.sources import SOURCES
 
@@ -29,10 +30,20 @@ def shown(name: str) -> str:
     return ", ".join(f"`tinyformer {line}`" for line in lines)
 
 
+SHELL_SPECIAL = re.compile(r"""[\s<>|&;()*?\[\]#$`"'\\!{}]""")  # what a shell would read as more than text
+
+
 def command_text(argv: list[str], runs: str, folder: str) -> str:
-    """A command line with its folders filled in, quoted as a shell would need it."""
+    """A command line with its folders filled in, quoted as a shell would need it: `"a b"`, and
+    `"train.stop_at=exact_match>=0.99"`, whose `>` a shell would otherwise take for a redirection."""
     args = [a.replace("{dir}", folder).replace("{runs}", runs).replace("{nanogpt}", "~/nanoGPT") for a in argv]
-    return " ".join(f'"{a}"' if (" " in a or not a) else a for a in args)
+    return " ".join(_quoted(a) for a in args)
+
+
+def _quoted(arg: str) -> str:
+    if arg and not SHELL_SPECIAL.search(arg):
+        return arg
+    return f'"{arg}"' if not re.search(r'["$`\\!]', arg) else shlex.quote(arg)
 
 
 def made_text(record: dict, changed: list[str] | None) -> str:

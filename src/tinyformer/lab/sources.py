@@ -177,9 +177,9 @@ SOURCES: dict[str, Source] = {  # in the order they are made: a run comes before
         *(_study(name) for name in STUDIES),
         *_reverse_cells(),
         _reverse_fast(),
-        Source(  # teacher-forced vs free-running accuracy (part 3, step 1): seconds on the CPU preset's run
+        Source(  # teacher-forced vs free-running accuracy (part 3, step 1): seconds on the recipe's run
             "lab/reverse-eval",
-            ("eval {runs}/lab/reverse-fast --n 1000",),
+            ("eval {runs}/experiments/reverse-ablation/baseline --n 1000",),
             stdout=True,
             done="stdout.txt",
             cheap=True,
