@@ -48,7 +48,7 @@ def train(
     inexact: bool = False,
     progress: bool = True,
 ):
-    """Train a run (`tinyformer train TASK`) -> its `Run`, with the best-validation weights loaded (`summary(run)`
+    """Train a run (`tinyformer train TASK`) -> its `Run`, the weights it names (`train.weights`) loaded (`summary(run)`
     says how far it got: Ctrl-C or the kernel's stop button saves it, and the same call again continues it).
 
     `config` is a TOML file or a preset's name, `set` the `--set` overrides. When `out` already holds a run of

@@ -160,7 +160,7 @@ def train_run(
     Under the run folder's lock (rank 0 takes it under torchrun): a resumed run's files are all
     read and checked before config.json is rewritten; a new run's folder must still be empty. A new
     run whose task names a run to start from (`task.init_from()`) starts from it. A finished run then
-    gets what its task writes with its best-validation weights (`task.finish`); a diverged one ends in
+    gets what its task writes with the weights it names (`train.weights`; `task.finish`); a diverged one ends in
     a UserError with the diagnosis. `device` defaults to `train.device` resolved.
     """
     world = world or World()
@@ -213,7 +213,7 @@ def _trainer(config, task_cls, run_dir, tokenizer, resume, progress, world, devi
 
 
 def load_source(where: str) -> Run | Path:
-    """What `model.init_from` names: a tinyformer run folder -> its `Run` (best weights); anything else (a
+    """What `model.init_from` names: a tinyformer run folder -> its `Run` (the weights it names); anything else (a
     Hugging Face model folder, the offline MiniLM, a hub id) -> the local folder `tinyformer.hub` resolves."""
     if runfolder.is_run(where):
         return load_run(where)

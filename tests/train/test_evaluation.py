@@ -81,8 +81,9 @@ def test_loss_png_says_what_each_curve_is(tmp_path, monkeypatch):
     plot_losses(train + evals, tmp_path / "fixed.png")
     plot_losses(train + [r | {"train_loss": r["loss"] - 0.1} for r in evals], tmp_path / "fresh.png")
     fixed, fresh = shown
-    assert fixed == ["train steps (mean of the logged steps, dropout on)", "val, evaluated (eval mode, the same data each time)"]
-    assert fresh[1:] == ["train, evaluated (eval mode, new batches each time)", "val, evaluated (eval mode, new batches each time)"]
+    steps, fixed_val = "train steps (mean of the logged steps, dropout on)", "the same data each time"
+    assert fixed == [steps, f"val, evaluated (eval mode, {fixed_val})"]
+    assert fresh == [steps, *(f"{split}, evaluated (eval mode, new batches each time)" for split in ("train", "val"))]
 
 
 # ---- which weights: one rule ------------------------------------------------------------------------------------

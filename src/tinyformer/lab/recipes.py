@@ -48,6 +48,7 @@ TEXT = {  # what no key says, in the guide's two languages (`tinyformer lab reci
     },
 }
 
+
 def presets_of(task: str) -> dict[str, dict]:
     """{preset name: its TOML layer} for every shipped preset of `task`."""
     layers = {name: cfg.load_toml(name) for name in cfg.presets()}

@@ -32,6 +32,7 @@ GPT_QUICK = (
     "--set model.block_size=32 --set model.n_embd=32 --set model.n_layer=2 --set train.max_iters=30 "
     "--set train.eval_interval=10 --set train.eval_iters=2"
 )
+RECIPES_TEXT = dict(stdout=True, done="stdout.txt", cheap=True)  # `lab recipes`: printed, cheap
 SENTENCE = "The man saw the bird with the telescope"
 PROBE = "7 3 0 9 5 1 8"
 
@@ -142,7 +143,7 @@ SOURCES: dict[str, Source] = {  # in the order they are made: a run comes before
             alone=True,
         ),
         *(  # where each preset differs from the course's recipe, read from the presets (no run needed)
-            Source(f"lab/recipes-{task}{lang}", (f"lab recipes {task}{opt}",), stdout=True, done="stdout.txt", cheap=True)
+            Source(f"lab/recipes-{task}{lang}", (f"lab recipes {task}{opt}",), **RECIPES_TEXT)
             for task in RECIPES
             for lang, opt in (("", ""), ("-zh", " --lang zh"))
         ),

@@ -115,7 +115,7 @@ class Task:
         raise NotImplementedError
 
     def finish(self, model: nn.Module, run_dir: Path) -> None:
-        """What a finished run writes with its best weights (sample.txt, test scores). Default: nothing."""
+        """What a finished run writes with its weights (`train.weights`): sample.txt, test scores. Default: nothing."""
 
     # ---- after training: info, eval, inference, views ------------------------------------------
     def param_breakdown(self) -> list[tuple[str, str, int, int]] | None:

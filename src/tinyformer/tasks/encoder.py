@@ -118,8 +118,8 @@ def init_encoder(model: nn.Module, source, config: RunConfig, head: str) -> None
         )
     load_encoder_from(model, source.model.state_dict(), source.config.model)
     print(
-        f"model.init_from={where!r}: the encoder of that masked-LM run (best weights, {source.state.step} steps); "
-        f"the {head} is new"
+        f"model.init_from={where!r}: the encoder of that masked-LM run ({source.config.train.weights} weights, "
+        f"{source.state.step} steps); the {head} is new"
     )
 
 

@@ -36,7 +36,6 @@ from tinyformer.runfolder import SAMPLE, is_run
 from tinyformer.tasks.base import Task, fit_model
 from tinyformer.tasks.cards import CARDS
 
-
 FRESH = 1_000_003  # `train.eval_batches=fresh`: a prime spacing the seeds of successive evaluations' draws
 
 
