@@ -51,6 +51,9 @@ def test_quick_ablation_report(quick_study):
     assert float(rows["baseline"][3]) > 0 and float(rows["no-mask"][4]) > 0  # numbers filled in from the runs
     samples = re.findall(r"### (?:baseline|1-layer|1-head|no-mask)\n\n```\n(.*?)\n```", text, re.S)
     assert [len(s) for s in samples] == [300] * 4
+    # each sample, the one its loss under the baseline scores, is also a file the guide quotes (exercises 1, 3)
+    files = [(study.folder / f"sample-{cell}.txt").read_text(encoding="utf-8") for cell in rows]
+    assert files == [s + "\n" for s in samples]
     no_mask, baseline = float(rows["no-mask"][3]), float(rows["baseline"][3])
     said = "is lower than the baseline" if no_mask < baseline else "is not lower than the baseline"
     assert said in text  # the verdict follows the measured numbers

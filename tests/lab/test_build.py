@@ -44,6 +44,7 @@ def test_table_facts_name_cells_by_row_and_column():
 
 def test_run_facts_read_the_metrics_log(tmp_path):
     rows = [
+        {"step": 0, "split": "val", "loss": 4.3, "bpc": 6.2, "train_seconds": 0.0},  # the untrained model
         {"step": 10, "split": "train", "loss": 2.0, "train_seconds": 3.0},
         {"step": 10, "split": "val", "loss": 1.9, "bpc": 2.7},
         {"step": 20, "split": "val", "loss": 2.1, "bpc": 3.0, "train_seconds": 7.4},
@@ -51,6 +52,7 @@ def test_run_facts_read_the_metrics_log(tmp_path):
     (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     f = run_facts(tmp_path)
     assert f["best val loss"] == "1.9000" and f["final val loss"] == "2.1000" and f["final val bpc"] == "3.0000"
+    assert f["first val loss"] == "4.3000"  # the curve's first point (part 1 holds it against ln of the vocabulary)
     assert f["steps"] == "20" and f["train seconds"] == "7"
 
 

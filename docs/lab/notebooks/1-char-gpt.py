@@ -21,9 +21,15 @@ guide.compare(
 
 # %% 2. Step 2
 display(api.loss_curve(gpt))  # loss.png, drawn from the run's metrics.jsonl
-guide.compare("lab/gpt: best val loss", "lab/gpt: final val loss", "lab/gpt: train seconds | ,.0f")
+guide.compare(
+    "lab/gpt: first val loss", "lab/gpt: best val loss", "lab/gpt: final val loss", "lab/gpt: train seconds | ,.0f"
+)
 
 # %% 3. Step 3
+# The course's sample: sample.txt, written by the run when it ended (the run's sample.* settings), then the
+# `sample` command's, with a prompt and other settings.
+print((gpt.path / "sample.txt").read_text(encoding="utf-8"))
+guide.compare("lab/gpt: config.sample.tokens", "lab/gpt: config.sample.temperature")
 print(api.sample(gpt, prompt="ROMEO:", tokens=300, temperature=0.8, top_k=40, seed=1))
 
 # %% 4. Step 4
@@ -44,6 +50,12 @@ guide.compare(
     "experiments/ablation: 1-layer / parameters | ,.0f",
     "experiments/ablation: 1-layer / train s | ,.0f",
 )
+
+# %%
+# How generation quality changes: each cell's sample, written beside the report (the baseline scores them).
+for cell in ("baseline", "1-layer"):
+    print(f"{cell}:", (ablation.folder / f"sample-{cell}.txt").read_text(encoding="utf-8"), sep="\n")
+guide.compare(*(f"experiments/ablation: {c} / its sample's loss under baseline" for c in ("baseline", "1-layer")))
 
 # %% 6. Exercise 2
 guide.compare("experiments/ablation: 1-head / best val loss", "experiments/ablation: 1-head / parameters | ,.0f")
@@ -67,7 +79,9 @@ guide.compare(
 )
 
 # %%
-# What the model without the mask writes on its own, and where its first layer looks: at the future too.
+# What the model without the mask writes on its own (the sample the baseline scored, then one after "ROMEO:"),
+# and where its first layer looks: at the future too.
+print((ablation.folder / "sample-no-mask.txt").read_text(encoding="utf-8"))
 no_mask = ablation.run("no-mask")
 print(api.sample(no_mask, prompt="ROMEO:", tokens=300, seed=1))
 for run in (ablation.run("baseline"), no_mask):

@@ -56,6 +56,7 @@ guide.compare(*(f"lab/bert: {h} / dominant" for h in ("0, 0", "0, 2", "1, 8", "4
 # %% 6. Step 6
 api.draw(bert, "report", out=guide.runs / "lab/bert-deep")  # its own report: layer-0.png and the role table
 display(api.draw(bert, "heads", layer=0, out=guide.runs / "lab/bert-deep"))
+display(api.draw(bert, "heads", layer=3, out=guide.runs / "lab/bert-middle"))  # the middle of its six layers
 display(api.draw(bert, "heads", layer=5, out=guide.runs / "lab/bert-deep"))
 guide.compare(*(f"lab/bert-deep: {h} / dominant" for h in ("0, 0", "0, 2", "5, 1", "5, 6")))
 

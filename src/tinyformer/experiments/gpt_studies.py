@@ -56,6 +56,16 @@ def sample_text(r: CellResult, n: int = SAMPLE_CHARS) -> str:
     return generate_text(r.run.model, r.run.tokenizer, replace(r.run.config.sample, tokens=n))[1:]
 
 
+def write_samples(folder: Path, results: list[CellResult]) -> tuple[dict[str, str], list[str]]:
+    """Each cell's `sample_text`, written to sample-CELL.txt (the guide quotes the files; the course asks how
+    generation quality changes) -> ({cell: its sample}, the report's section showing them)."""
+    samples = {r.cell.name: sample_text(r) for r in results}
+    for name, text in samples.items():
+        write_text(folder / f"sample-{name}.txt", text + "\n")
+    heading = f"## Samples ({SAMPLE_CHARS} characters each, the run's own sampling settings, seed 1; sample-CELL.txt)"
+    return samples, [heading, "", *(f"### {n}\n\n```\n{s}\n```\n" for n, s in samples.items())]
+
+
 def best_val(r: CellResult) -> float:
     return min(v for _, v in r.series("val", "loss"))
 
@@ -87,7 +97,7 @@ def ablation(out: Path | None = None, quick: bool = False, data: str | None = No
     base = results[0]
     curves = {r.cell.name: r.series("val", "loss") for r in results}
     plot_series(curves, folder / "val_loss.png", "step", "val loss (teacher-forced)", "Ablation: val loss")
-    samples = {r.cell.name: sample_text(r) for r in results}
+    samples, shown = write_samples(folder, results)
     ids = {n: torch.tensor(base.run.tokenizer.encode(s)) for n, s in samples.items()}
     judged = {n: text_loss(base.run.model, x) for n, x in ids.items()}
     rows = [
@@ -115,9 +125,7 @@ def ablation(out: Path | None = None, quick: bool = False, data: str | None = No
         "",
         verdict,
         "",
-        "## Samples (300 characters each, temperature and top-k from each run's config, seed 1)",
-        "",
-        *[f"### {n}\n\n```\n{s}\n```\n" for n, s in samples.items()],
+        *shown,
     ]
     return write_report(folder, "MiniGPT ablation: depth, heads, causal mask", quick, parts)
 
@@ -173,13 +181,8 @@ def scale(out: Path | None = None, quick: bool = False, data: str | None = None)
         "",
         chinchilla_paragraph(results, ratios),
         "",
-        f"## Samples ({SAMPLE_CHARS} characters each, the run's own sampling settings, seed 1; sample-CELL.txt)",
-        "",
+        *write_samples(folder, results)[1],
     ]
-    for r in results:  # the course asks how generation quality changes: each sample also a file the guide quotes
-        text = sample_text(r)
-        write_text(folder / f"sample-{r.cell.name}.txt", text + "\n")
-        parts.append(f"### {r.cell.name}\n\n```\n{text}\n```\n")
     return write_report(folder, "MiniGPT scale-up: deeper and wider at the same number of steps", quick, parts)
 
 

