@@ -60,9 +60,6 @@ class EncoderTask(Task):
         tokenizer = tokenizer or fit_tokenizer(config, texts)
         return cls(fit_model(config, vocab_size=tokenizer.vocab_size, **fitted), tokenizer)
 
-    def init_from(self) -> str:
-        return self.config.model.init_from
-
     def init_model(self, model: nn.Module, source) -> None:
         init_encoder(model, source, self.config, self.head)
 
