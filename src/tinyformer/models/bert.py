@@ -95,10 +95,8 @@ class BertEncoder(nn.Module):
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
-        if config.vocab_size <= 0:
-            raise ValueError("BertConfig.vocab_size must be set (> 0) before building the model")
         c = self.config = config
-        add_token_and_position_tables(self, c.vocab_size, c.n_embd, c.block_size, c.positions, c.n_embd // c.n_head)
+        add_token_and_position_tables(self, c)
         self.seg_emb = nn.Embedding(c.type_vocab_size, c.n_embd)
         self.ln_emb = nn.LayerNorm(c.n_embd, eps=c.layer_norm_eps)
         self.drop = Dropout(c.dropout)
