@@ -25,14 +25,14 @@ three residual sub-layers with either norm placement (`norm_first`).
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
 from tinyformer.attention.dropout import Dropout
 from tinyformer.attention.kv_cache import KVCache
-from tinyformer.attention.linear import LinearState
 from tinyformer.attention.multihead import MultiHeadAttention
-from tinyformer.attention.positions import Rotary
 from tinyformer.attention.spec import NORMS, BlockSpec
 from tinyformer.layers.feedforward import make_feedforward
 
@@ -64,25 +64,14 @@ class TransformerBlock(nn.Module):
         self.ln2 = make_norm(spec)
         self.mlp = make_feedforward(spec)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        *,
-        mask: torch.Tensor | None = None,
-        causal: bool = False,
-        need_weights: bool = False,
-        rope: Rotary | None = None,
-        cache: KVCache | LinearState | None = None,
-        start: int = 0,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """x (B, T, D) -> (x (B, T, D), attention weights (B, H, T, S) or None); `rope`, `cache` and `start`
-        go to the self-attention (see `MultiHeadAttention.forward`)."""
-        kw = dict(mask=mask, causal=causal, need_weights=need_weights, rope=rope, cache=cache, start=start)
+    def forward(self, x: torch.Tensor, **attention: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """x (B, T, D) -> (x (B, T, D), attention weights (B, H, T, S) or None). The keywords (mask, causal,
+        need_weights, rope, cache, start) go to the self-attention as they are: see `MultiHeadAttention.forward`."""
         if self.norm_first:
-            a, weights = self.attn(self.ln1(x), **kw)
+            a, weights = self.attn(self.ln1(x), **attention)
             x = x + self.drop(a)
             return x + self.mlp(self.ln2(x)), weights
-        a, weights = self.attn(x, **kw)
+        a, weights = self.attn(x, **attention)
         x = self.ln1(x + self.drop(a))
         return self.ln2(x + self.mlp(x)), weights
 

@@ -5,20 +5,24 @@ which checkpoints and the Hugging Face weight maps name."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
 from tinyformer.attention.positions import Rotary
 
 
-def add_token_and_position_tables(
-    model: nn.Module, vocab_size: int, width: int, block_size: int, positions: str, head_dim: int, base: float = 10000.0
-) -> None:
-    """Set `model.tok_emb`, `model.pos_emb` (learned positions only) and `model.rope` (rotary only, else None)."""
-    model.tok_emb = nn.Embedding(vocab_size, width)
-    if positions == "learned":
-        model.pos_emb = nn.Embedding(block_size, width)
-    model.rope = Rotary(head_dim, base) if positions == "rope" else None
+def add_token_and_position_tables(model: nn.Module, c: Any) -> None:
+    """Set `model.tok_emb`, `model.pos_emb` (learned positions only) and `model.rope` (rotary only, else None)
+    from the model config `c`: vocab_size, n_embd, block_size, positions, n_head and rope_base where it has one.
+    A ValueError unless c.vocab_size is set (> 0): the tokenizer fixes it before the model is built."""
+    if c.vocab_size <= 0:
+        raise ValueError(f"{type(c).__name__}.vocab_size must be set (> 0) before building the model")
+    model.tok_emb = nn.Embedding(c.vocab_size, c.n_embd)
+    if c.positions == "learned":
+        model.pos_emb = nn.Embedding(c.block_size, c.n_embd)
+    model.rope = Rotary(c.n_embd // c.n_head, getattr(c, "rope_base", 10000.0)) if c.positions == "rope" else None
 
 
 def tokens_and_learned_positions(model: nn.Module, ids: torch.Tensor, start: int = 0) -> torch.Tensor:

@@ -36,7 +36,8 @@ from tinyformer.errors import UserError
 from tinyformer.layers.blocks import TransformerBlock
 from tinyformer.layers.embeddings import add_token_and_position_tables, tokens_and_learned_positions
 from tinyformer.layers.init import normal_init
-from tinyformer.models.outputs import AttentionPart, EncoderOutput, ModelOutput
+from tinyformer.models.labelled import LabelledModel
+from tinyformer.models.outputs import AttentionPart, EncoderOutput, MaskedLMOutput
 
 BERT_POSITIONS = ("learned", "rope")
 
@@ -94,10 +95,8 @@ class BertEncoder(nn.Module):
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
-        if config.vocab_size <= 0:
-            raise ValueError("BertConfig.vocab_size must be set (> 0) before building the model")
         c = self.config = config
-        add_token_and_position_tables(self, c.vocab_size, c.n_embd, c.block_size, c.positions, c.n_embd // c.n_head)
+        add_token_and_position_tables(self, c)
         self.seg_emb = nn.Embedding(c.type_vocab_size, c.n_embd)
         self.ln_emb = nn.LayerNorm(c.n_embd, eps=c.layer_norm_eps)
         self.drop = Dropout(c.dropout)
@@ -145,18 +144,12 @@ class BertEncoder(nn.Module):
         return [AttentionPart("self", "self", out.attentions, input_ids, input_ids)]
 
 
-@dataclass
-class MaskedLMOutput:
-    """What `BertForMaskedLM` returns given labels: the N chosen positions only (labels != IGNORE), row-major."""
+class BertForMaskedLM(LabelledModel):
+    """`BertEncoder` + the masked-LM head; the loss counts only positions whose label is not `IGNORE`.
 
-    loss: torch.Tensor  # mean cross-entropy over the N chosen positions (0 when N = 0)
-    chosen_logits: torch.Tensor  # (N, V)
-    chosen_labels: torch.Tensor  # (N,)
-    attentions: list[torch.Tensor] | None = None  # per layer (B, H, T, T) when asked for
-
-
-class BertForMaskedLM(nn.Module):
-    """`BertEncoder` + the masked-LM head; the loss counts only positions whose label is not `IGNORE`."""
+    Without labels: logits (B, T, V) at every position. With labels (B, T), IGNORE where unchosen: a
+    `MaskedLMOutput`, the loss and the logits of the chosen positions only.
+    """
 
     attention_names = ("self",)
 
@@ -169,27 +162,16 @@ class BertForMaskedLM(nn.Module):
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))  # the decoder's bias; its weight is tok_emb's
         normal_init(self.dense)
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        *,
-        need_weights: bool = False,
-    ) -> ModelOutput | MaskedLMOutput:
-        """input_ids (B, T); attention_mask (B, T) 1 = real, 0 = padding; labels (B, T), IGNORE where unchosen.
-
-        Without labels: logits (B, T, V) at every position. With labels: a `MaskedLMOutput`, the loss and the
-        logits of the chosen positions only.
-        """
+    def features(self, input_ids, attention_mask, need_weights):
         enc = self.bert(input_ids, attention_mask, need_weights=need_weights)
-        if labels is None:
-            return ModelOutput(self.head(enc.last_hidden_state), None, enc.attentions)  # (B, T, V)
+        return enc.last_hidden_state, enc.attentions  # (B, T, D)
+
+    def scored(self, h: torch.Tensor, labels: torch.Tensor, attentions) -> MaskedLMOutput:
         chosen = labels != IGNORE  # (B, T)
-        logits = self.head(enc.last_hidden_state[chosen])  # (N, D) -> (N, V)
+        logits = self.head(h[chosen])  # (N, D) -> (N, V)
         target = labels[chosen]  # (N,)
         loss = F.cross_entropy(logits, target, reduction="sum") / chosen.sum().clamp(min=1)  # nothing chosen: 0
-        return MaskedLMOutput(loss, logits, target, enc.attentions)
+        return MaskedLMOutput(loss, logits, target, attentions)
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden (..., D) -> logits (..., V): dense, GELU, LayerNorm, decoder tied to the input embedding."""

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from tinyformer.attention.dropout import Dropout
@@ -35,7 +34,8 @@ from tinyformer.hub import hf_config
 from tinyformer.models.bert import BertConfig, BertEncoder
 from tinyformer.models.cnn import TextCNN
 from tinyformer.models.hf_bert import config_from_hf, load_hf_weights
-from tinyformer.models.outputs import AttentionPart, ModelOutput
+from tinyformer.models.labelled import LabelledModel
+from tinyformer.models.outputs import AttentionPart
 from tinyformer.models.rnn import IMPLS as RNN_IMPLS
 from tinyformer.models.rnn import RNNEncoder
 
@@ -93,7 +93,9 @@ class ClassifierConfig:
         return BertConfig(**picked(BertConfig, self), attn_dropout=self.dropout)  # each field of the same name
 
 
-class TextClassifier(nn.Module):
+class TextClassifier(LabelledModel):
+    """(input_ids, attention_mask) -> logits (B, C); labels (B,) class ids give the cross-entropy."""
+
     attention_names = ("self",)  # the Transformer encoder's; TextCNN and the RNN family have none
 
     def __init__(self, config: ClassifierConfig) -> None:
@@ -115,18 +117,9 @@ class TextClassifier(nn.Module):
         self.drop = Dropout(c.dropout)
         self.head = nn.Linear(width, len(c.labels))
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        *,
-        need_weights: bool = False,
-    ) -> ModelOutput:
-        """input_ids (B, T); attention_mask (B, T) 1 = real, 0 = padding (at the end); labels (B,) class ids.
-
-        -> logits (B, C); `need_weights` gives the Transformer's attention maps (other encoders have none).
-        """
+    def features(self, input_ids, attention_mask, need_weights):
+        """The pooled feature (B, F) of each text, dropped out; `need_weights` gives the Transformer's attention
+        maps (other encoders have none). attention_mask None = no padding."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         attentions = None
@@ -135,9 +128,7 @@ class TextClassifier(nn.Module):
             feature, attentions = self.pool(out.last_hidden_state, attention_mask), out.attentions
         else:
             feature = self.encoder(input_ids, attention_mask)  # (B, F)
-        logits = self.head(self.drop(feature))  # (B, C)
-        loss = None if labels is None else F.cross_entropy(logits, labels)
-        return ModelOutput(logits, loss, attentions)
+        return self.drop(feature), attentions
 
     def attention_parts(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[AttentionPart]:
         """The Transformer encoder's self-attention, for the views; TextCNN and the RNN family have none."""

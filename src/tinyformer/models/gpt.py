@@ -131,12 +131,8 @@ class MiniGPT(nn.Module):
 
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
-        if config.vocab_size <= 0:
-            raise ValueError("GPTConfig.vocab_size must be set (> 0) before building the model")
         c = self.config = config
-        add_token_and_position_tables(
-            self, c.vocab_size, c.n_embd, c.block_size, c.positions, c.n_embd // c.n_head, c.rope_base
-        )
+        add_token_and_position_tables(self, c)
         self.drop = Dropout(c.dropout if c.embedding_dropout else 0.0)
         spec = BlockSpec.of(c)
         self.blocks = nn.ModuleList(TransformerBlock(spec) for _ in range(c.n_layer))

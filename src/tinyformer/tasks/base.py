@@ -84,8 +84,9 @@ class Task:
     def init_from(self) -> str:
         """What a new run starts from (`init_model`): a run folder, a Hugging Face model folder or hub id;
         "" = random init (default). `prepare` reads the source's config and tokenizer (the architecture and
-        vocabulary come from it); `init_model` copies its weights."""
-        return ""
+        vocabulary come from it); `init_model` copies its weights. Default: the model section's `init_from`
+        field, where it has one."""
+        return getattr(self.config.model, "init_from", "")
 
     def init_model(self, model: nn.Module, source: Any) -> None:
         """Start `model` from `source`: the loaded `Run` when `init_from()` is a run folder, else the local

@@ -42,7 +42,7 @@ from tinyformer.models.classifier import (
 from tinyformer.plots import plot_confusion
 from tinyformer.tasks.base import panel
 from tinyformer.tasks.cards import CARDS
-from tinyformer.tasks.encoder import EncoderTask, check_splits, pretrained_config, recipe
+from tinyformer.tasks.encoder import EncoderTask, check_splits, pretrained_config
 
 TEST_JSON, CONFUSION_PNG = "test.json", "confusion.png"
 
@@ -89,13 +89,9 @@ def load_examples(d: ClassifyDataConfig) -> LabelledTexts:
 
 class ClassifyTask(EncoderTask):
     card = CARDS["classify"]
-    select = "error"  # best.safetensors = lowest val error rate: val loss rises with overconfidence long before
-    # accuracy stops improving, so choosing by loss would stop a small-data classifier at its first epochs
     head = "classification head"
-
-    @classmethod
-    def default_config(cls) -> RunConfig:
-        return RunConfig(task=cls.name, model=ClassifyModelConfig(), data=ClassifyDataConfig(), train=recipe())
+    model_config = ClassifyModelConfig
+    data_config = ClassifyDataConfig
 
     @classmethod
     def prepare(cls, config: RunConfig, tokenizer: SubwordTokenizer | None = None) -> ClassifyTask:

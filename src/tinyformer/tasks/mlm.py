@@ -156,9 +156,6 @@ class MLMTask(Task):
     def build_model(self) -> BertForMaskedLM:
         return BertForMaskedLM(self.config.model)
 
-    def init_from(self) -> str:
-        return self.config.model.init_from
-
     def init_model(self, model: BertForMaskedLM, source) -> None:
         """Copy the Hugging Face BERT folder `source` (what `model.init_from` names) into the model."""
         if not isinstance(source, Path):  # a tinyformer run folder: refused in prepare already

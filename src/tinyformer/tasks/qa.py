@@ -45,7 +45,7 @@ from tinyformer.files import write_text
 from tinyformer.models.token_heads import EncoderHeadConfig, SpanExtractor
 from tinyformer.tasks.base import panel
 from tinyformer.tasks.cards import CARDS
-from tinyformer.tasks.encoder import EncoderTask, pretrained_config, recipe
+from tinyformer.tasks.encoder import EncoderTask, pretrained_config
 
 TEST_JSON, SPAN_PNG = "test.json", "span.png"
 EVAL_QUESTIONS = 2  # built-in task: questions per val / test passage (training passages have data.questions)
@@ -93,12 +93,10 @@ QA_RECIPE = dict(max_iters=800, lr=1e-3, min_lr=1e-4, warmup_iters=100, eval_int
 
 class QATask(EncoderTask):
     card = CARDS["qa"]
-    select = "error"  # best.safetensors = highest val token F1 (error = 1 - F1)
     head = "span head"
-
-    @classmethod
-    def default_config(cls) -> RunConfig:
-        return RunConfig(task=cls.name, model=EncoderHeadConfig(), data=QADataConfig(), train=recipe(**QA_RECIPE))
+    model_config = EncoderHeadConfig
+    data_config = QADataConfig
+    train_changes = QA_RECIPE
 
     @classmethod
     def prepare(cls, config: RunConfig, tokenizer: SubwordTokenizer | None = None) -> QATask:

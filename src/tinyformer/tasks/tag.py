@@ -42,7 +42,7 @@ from tinyformer.files import write_text
 from tinyformer.models.token_heads import EncoderHeadConfig, TokenTagger
 from tinyformer.tasks.base import panel
 from tinyformer.tasks.cards import CARDS
-from tinyformer.tasks.encoder import EncoderTask, check_splits, pretrained_config, recipe
+from tinyformer.tasks.encoder import EncoderTask, check_splits, pretrained_config
 
 TEST_JSON = "test.json"
 
@@ -76,12 +76,9 @@ def builtin(path: str) -> bool:
 
 class TagTask(EncoderTask):
     card = CARDS["tag"]
-    select = "error"  # best.safetensors = highest val entity F1 (error = 1 - F1)
     head = "tagging head"
-
-    @classmethod
-    def default_config(cls) -> RunConfig:
-        return RunConfig(task=cls.name, model=EncoderHeadConfig(), data=TagDataConfig(), train=recipe())
+    model_config = EncoderHeadConfig
+    data_config = TagDataConfig
 
     @classmethod
     def prepare(cls, config: RunConfig, tokenizer: SubwordTokenizer | None = None) -> TagTask:
