@@ -134,3 +134,11 @@ def test_a_preset_of_another_task_is_named_as_such():
     preset = cfg.load_toml(Path(__file__).resolve().parents[1] / "configs" / "reverse_fast.toml")
     with pytest.raises(UserError, match="the config is a 'reverse' preset; use it with `tinyformer train reverse`"):
         cfg.resolve(GPTTask.default_config(), [preset], [])
+
+
+@pytest.mark.parametrize("task", ["gpt", "mlm", "classify", "tag"])
+def test_a_negative_vocabulary_is_refused_by_every_model_config_in_one_line(task):
+    from tinyformer.tasks import get_task
+
+    with pytest.raises(UserError, match=r"^model.vocab_size=-1 must be >= 0$"):
+        cfg.resolve(get_task(task).default_config(), [], ["model.vocab_size=-1"])

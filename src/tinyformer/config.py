@@ -216,8 +216,11 @@ def check_fields(
     """The checks every model config repeats, each failing with a UserError naming the field.
 
     positive: > 0; fractions: in [0, 1) (dropout rates); choices: one of the allowed
-    strings; divisible: (a, b) with a % b == 0 (width into heads).
+    strings; divisible: (a, b) with a % b == 0 (width into heads). A `vocab_size`, where the config has one,
+    is >= 0 (0: not fitted to the data yet).
     """
+    if getattr(cfg, "vocab_size", 0) < 0:
+        raise UserError(f"{section}.vocab_size={cfg.vocab_size} must be >= 0")
     for name in positive:
         _positive(f"{section}.{name}", getattr(cfg, name))
     for name in fractions:

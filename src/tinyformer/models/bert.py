@@ -64,8 +64,6 @@ class BertConfig:
         return self.layer_norm_eps
 
     def __post_init__(self) -> None:
-        if self.vocab_size < 0:
-            raise UserError(f"model.vocab_size={self.vocab_size} must be >= 0")
         check_fields(
             self,
             "model",

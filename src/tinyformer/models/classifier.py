@@ -67,8 +67,6 @@ class ClassifierConfig:
     dropout: float = 0.1  # on embeddings, inside the encoder and on the pooled feature
 
     def __post_init__(self) -> None:
-        if self.vocab_size < 0:
-            raise UserError(f"model.vocab_size={self.vocab_size} must be >= 0")
         check_fields(
             self,
             "model",

@@ -77,8 +77,6 @@ class GPTConfig:
     norm_eps: float = 1e-5  # every norm's epsilon (nn.LayerNorm's default; Llama checkpoints say theirs)
 
     def __post_init__(self) -> None:
-        if self.vocab_size < 0:
-            raise UserError(f"model.vocab_size={self.vocab_size} must be >= 0")
         if not (self.logit_softcap >= 0 and math.isfinite(self.logit_softcap)):
             raise UserError(f"model.logit_softcap={self.logit_softcap} must be a number >= 0 (0 = off)")
         check_fields(
