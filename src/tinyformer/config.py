@@ -161,6 +161,11 @@ class TrainConfig:
             stop_target(self.stop_at)
 
 
+def cosine(max_iters: int, lr: float, warmup_iters: int, **rest: Any) -> TrainConfig:
+    """The tasks' own recipes: a linear warmup to `lr`, then a cosine decay to a tenth of it; `rest` as TrainConfig."""
+    return TrainConfig(max_iters=max_iters, lr=lr, schedule="cosine", warmup_iters=warmup_iters, min_lr=lr / 10, **rest)
+
+
 @dataclass
 class SampleConfig:
     prompt: str = "\n"  # text the end-of-run sample.txt continues

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from torch import nn
 
-from tinyformer.config import RunConfig, TrainConfig
+from tinyformer.config import RunConfig, TrainConfig, cosine
 from tinyformer.data.subword import SubwordTokenizer
 from tinyformer.errors import UserError
 from tinyformer.models.bert import BertForMaskedLM
@@ -30,17 +30,7 @@ def recipe(**changes) -> TrainConfig:
     Transformer classifier had its best validation error, whose weights are the ones scored, by step 450 and
     most by step 300; run to 400 (the next build), the pretrained ones led the scratch ones at every evaluation
     from step 50 on (0.68-0.72 against 0.54-0.59 val accuracy at step 300)."""
-    base = TrainConfig(
-        max_iters=300,
-        batch_size=32,
-        lr=5e-4,
-        schedule="cosine",
-        warmup_iters=50,
-        min_lr=5e-5,
-        weight_decay=0.01,
-        eval_interval=50,
-        log_interval=10,
-    )
+    base = cosine(300, 5e-4, 50, eval_interval=50, log_interval=10)
     return dataclasses.replace(base, **changes)
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from tinyformer.config import RunConfig, TrainConfig
+from tinyformer.config import RunConfig, TrainConfig, cosine
 from tinyformer.data.mlm import mask_tokens, random_windows, tiled_windows
 from tinyformer.data.subword import SubwordTokenizer
 from tinyformer.data.tinyshakespeare import read_text, resolve_path
@@ -94,18 +94,7 @@ def loaded_bert(where: str, c: BertConfig, source: Path, what: str) -> str:
 
 
 def pretrain_recipe() -> TrainConfig:
-    return TrainConfig(
-        max_iters=4000,
-        batch_size=32,
-        lr=1e-3,
-        schedule="cosine",
-        warmup_iters=200,
-        min_lr=1e-4,
-        beta2=0.98,
-        weight_decay=0.01,
-        eval_interval=500,
-        log_interval=20,
-    )
+    return cosine(4000, 1e-3, 200, beta2=0.98, eval_interval=500, log_interval=20)
 
 
 class MLMTask(Task):

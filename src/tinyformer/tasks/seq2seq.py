@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from tinyformer.config import RunConfig, TrainConfig
+from tinyformer.config import RunConfig, TrainConfig, cosine
 from tinyformer.data.pairs import (
     SPECIALS,
     PairsConfig,
@@ -59,18 +59,8 @@ class PairsModelConfig(Seq2SeqConfig):
 
 def recipe() -> TrainConfig:
     """Adam with betas 0.9/0.98, a short warmup then cosine decay; the whole val split scored every 200 steps."""
-    return TrainConfig(
-        max_iters=2000,
-        batch_size=64,
-        lr=1e-3,
-        schedule="cosine",
-        warmup_iters=100,
-        min_lr=1e-4,
-        beta2=0.98,
-        weight_decay=0.0,
-        eval_interval=200,
-        eval_iters=1,
-        log_interval=50,
+    return cosine(
+        2000, 1e-3, 100, batch_size=64, beta2=0.98, weight_decay=0.0, eval_interval=200, eval_iters=1, log_interval=50
     )
 
 
