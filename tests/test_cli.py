@@ -200,8 +200,10 @@ def test_corrupt_checkpoint_is_a_one_line_error(trained, tmp_path, capsys):
 
     broken = tmp_path / "broken"
     shutil.copytree(trained, broken)
-    (broken / "best.safetensors").write_bytes(b"garbage")
-    assert "best.safetensors is not a readable safetensors file" in user_error(capsys, "sample", str(broken))
+    for name, checkpoint in (("best.safetensors", "best"), ("model.safetensors", "latest")):
+        (broken / name).write_bytes(b"garbage")
+        said = user_error(capsys, "sample", str(broken), "--checkpoint", checkpoint)
+        assert f"{name} is not a readable safetensors file" in said
 
 
 @pytest.mark.slow
