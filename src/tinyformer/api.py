@@ -98,8 +98,8 @@ def predict(run, **options: Any) -> str:
 
 def stream(run, **options: Any) -> Iterator[str]:
     """`predict`'s text in pieces as it is made (a language model: character by character), for printing as it
-    comes; `predict`'s options. Each piece is made in eval mode, without autograd, in the precision the run
-    trained in; between pieces the caller's state is its own."""
+    comes; `predict`'s options. Each piece is made in eval mode, without autograd, in the precision inference
+    runs in (`Run.autocast`: fp32 on a CPU, the run's own on a GPU); between pieces the caller's state is its own."""
     from tinyformer.device import inference
 
     run = _run(run)

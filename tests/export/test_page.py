@@ -212,11 +212,12 @@ def test_the_engines_sampling_filters_as_tinyformers(open_page, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def fp32_runs(tmp_path_factory, text_file_module):
-    """A learned-position and a rotary run, ~30 steps, trained and sampled in fp32 on any CPU."""
+def page_runs(tmp_path_factory, text_file_module):
+    """A learned-position run trained in bf16 autocast (emulated where the CPU lacks bf16) and a rotary run in fp32,
+    ~30 steps each; `sample` computes both in fp32 on a CPU, as the page does."""
     root = tmp_path_factory.mktemp("page")
-    for which in ("learned", "rope"):
-        steps = ["train.max_iters=30", "sample.tokens=20", "train.precision=fp32", f"model.positions={which}"]
+    for which, precision in (("learned", "bf16"), ("rope", "fp32")):
+        steps = ["train.max_iters=30", "sample.tokens=20", f"train.precision={precision}", f"model.positions={which}"]
         sets = [x for s in steps for x in ("--set", s)]
         r = cli("train", "gpt", "--data", str(text_file_module), *TINY, *FAST, *sets, "--out", str(root / which))
         assert r.returncode == 0, r.stderr
@@ -237,9 +238,9 @@ def text_file_module(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("which", ["learned", "rope"])
 def test_200_greedy_tokens_equal_tinyformer_sample_and_fp16_computes_its_stored_weights(
-    which, fp32_runs, open_page, tmp_path
+    which, page_runs, open_page, tmp_path
 ):
-    folder = fp32_runs / which
+    folder = page_runs / which
     pages = {}
     for precision in ("fp32", "fp16"):
         r = cli("export", "page", str(folder), str(tmp_path / f"{precision}.html"), "--precision", precision)

@@ -63,6 +63,22 @@ def test_autocast_runs_matmuls_in_the_chosen_dtype_and_fp32_is_untouched():
         assert (x @ x).dtype == torch.float16
 
 
+def test_inference_computes_in_fp32_on_a_cpu_whatever_the_run_trained_in(monkeypatch):
+    from types import SimpleNamespace
+
+    from tinyformer.runs import Run
+
+    monkeypatch.setenv(dev.CPU_BF16_ENV, "1")  # as on a CPU with native bf16: "auto" trains in bf16 there
+    model = torch.nn.Linear(4, 4)
+    for precision in ("auto", "bf16", "fp16"):
+        config = SimpleNamespace(train=TrainConfig(precision=precision))
+        run = Run(path=None, task=SimpleNamespace(config=config), state=None, model=model)
+        with run.autocast():
+            assert not torch.is_autocast_enabled("cpu")
+            assert model(torch.ones(1, 4)).dtype == torch.float32
+        assert dev.resolve_precision(CPU, precision) != "fp32"  # while training it would have autocast
+
+
 def test_an_unknown_precision_is_a_user_error():
     with pytest.raises(UserError, match="train.precision='fp8' is not one of auto, fp32, bf16, fp16"):
         TrainConfig(precision="fp8")

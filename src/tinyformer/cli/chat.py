@@ -207,7 +207,7 @@ def turn(chat: Chat, line: str, out: TextIO) -> None:
     s, text, new = chat.settings, TextStream(chat.tokenizer), []
     sampling = dict(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, generator=chat.generator)
     try:
-        with chat.run.autocast():  # the precision the run trained in
+        with chat.run.autocast():  # inference's precision (fp32 on a CPU)
             for token in stream(chat.model, idx, s.tokens, **sampling, window=chat.window):  # token (1, 1)
                 new.append(int(token))
                 _write(out, text.push(new[-1]))

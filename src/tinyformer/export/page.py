@@ -53,19 +53,15 @@ class PageExport:
     max_logit_error: float  # largest |logit difference| against the run in fp32, over a window of the probe
     greedy_same: int  # greedy tokens after the prompt that equal `tinyformer sample`'s, of `greedy_of`
     greedy_of: int
-    sample_precision: str  # what `tinyformer sample` computes in for this run here ("fp32", or "bf16" autocast)
 
     def lines(self) -> list[str]:
         mb = self.bytes / 1e6
         agree = "all" if self.greedy_same == self.greedy_of else f"the first {self.greedy_same}"
-        why = ""
-        if self.sample_precision != "fp32":
-            why = f" (sample computes in {self.sample_precision} autocast for this run here, the page in fp32)"
         return [
             f"wrote {self.path}: {mb:.2f} MB, {self.parameters:,} parameters in {self.precision}",
             f"{self.precision} weights against the run's fp32: largest logit difference {self.max_logit_error:.2e}",
             f"greedy, {self.greedy_of} tokens from the run's prompt: {agree} identical to "
-            f"`tinyformer sample --temperature 0`{why}",
+            "`tinyformer sample --temperature 0`",
             "open it in any browser (offline works); its console has window.tinyformer.generate(prompt, options)",
         ]
 
@@ -226,11 +222,10 @@ def stored_model(model: MiniGPT, precision: str) -> MiniGPT:
     return twin
 
 
-def cost(run, precision: str, n: int = PROBE_TOKENS) -> tuple[float, int, str]:
+def cost(run, precision: str, n: int = PROBE_TOKENS) -> tuple[float, int]:
     """What storing in `precision` costs, in PyTorch: (largest |logit difference| against the run's fp32 model over
     the last window of its greedy text from the run's prompt; how many of `n` greedy tokens of the stored weights
-    in fp32, the page's arithmetic, equal `tinyformer sample --temperature 0`'s; the precision that sample runs in)."""
-    from tinyformer.device import resolve_precision
+    in fp32, the page's arithmetic, equal `tinyformer sample --temperature 0`'s, also fp32 on a CPU)."""
     from tinyformer.generate.sampling import generate
 
     model, tokenizer = run.model, run.tokenizer
@@ -244,19 +239,18 @@ def cost(run, precision: str, n: int = PROBE_TOKENS) -> tuple[float, int, str]:
         probe = page[-base.config.block_size :][None]  # (1, window)
         error = (base(probe).logits - twin(probe).logits).abs().max().item()
     differ = (sampled[idx.size(1) :] != page[idx.size(1) :]).nonzero()
-    sample_precision = resolve_precision(next(model.parameters()).device, run.config.train.precision)
-    return error, int(differ[0, 0]) if len(differ) else n, sample_precision
+    return error, int(differ[0, 0]) if len(differ) else n
 
 
 def export_page(run, out: str | Path, precision: str = "fp16", force: bool = False) -> PageExport:
     """Write `run` (a loaded gpt `Run`) as one HTML file at `out` -> what was written and what it cost."""
     out = check_page_target(out, force)
     html = page_html(run, precision).encode("utf-8")
-    error, same, sampled = cost(run, precision)
+    error, same = cost(run, precision)
     make_dir(out.parent)
     atomic_write(out, lambda tmp: Path(tmp).write_bytes(html))
     n = sum(p.numel() for p in run.model.parameters())
-    return PageExport(out, len(html), precision, n, error, same, PROBE_TOKENS, sampled)
+    return PageExport(out, len(html), precision, n, error, same, PROBE_TOKENS)
 
 
 def check_page_target(out: str | Path, force: bool) -> Path:
