@@ -266,6 +266,35 @@ def test_200_greedy_tokens_equal_tinyformer_sample_and_fp16_computes_its_stored_
 
 
 @pytest.mark.slow
+def test_the_attention_the_page_shows_is_pytorchs_for_the_prompt_and_past_the_window(trained, open_page, tmp_path):
+    from tinyformer.viz.capture import capture_attention
+
+    assert cli("export", "page", str(trained), str(tmp_path / "p.html"), "--precision", "fp32").returncode == 0
+    page = open_page(tmp_path / "p.html")
+    run = api.load(trained)
+    window = run.config.model.block_size
+    prompt = run.tokenizer.encode("ROMEO: But, soft!")
+    steps = page.evaluate(
+        """([ids, n]) => { const s = tinyformer.session(), all = [...ids], seen = [];
+        for (let k = 0; k < n; k++) {
+          const logits = s.next(all, true, (i, offset, w) => seen.push([i, offset, Array.from(w)]));
+          all.push(tinyformer.engine.argmax(logits));
+        }
+        return {all, seen}; }""",
+        [prompt, window + 10],
+    )
+    ids, seen = steps["all"], steps["seen"]
+    assert [i for i, _, _ in seen] == list(range(len(ids) - 1))  # every token once: the prompt's, then each new one
+    L, H = run.config.model.n_layer, run.config.model.n_head
+    for i, offset, w in seen:
+        assert offset == max(0, i + 1 - window)  # the window that ends at token i, as `sample` slides it
+        with torch.no_grad():
+            maps = capture_attention(run.model.float(), torch.tensor([ids[offset : i + 1]]), run.tokenizer)
+        want = torch.stack([m[0, :, -1] for m in maps.layers])  # (L, H, i - offset + 1): token i's row
+        assert (torch.tensor(w).view(L, H, -1) - want).abs().max() < 1e-4, i
+
+
+@pytest.mark.slow
 def test_the_page_streams_shows_distributions_and_attention_offline_and_in_chinese(trained, open_page, tmp_path):
     from tests.serve.test_page import blank
 

@@ -220,18 +220,33 @@ function rotate(x, dh, pos, base) {
   }
 }
 
-// erf (Math has none), for the exact GELU x * (1 + erf(x / sqrt 2)) / 2: the Chebyshev fit of erfc in Numerical
-// Recipes (Press et al., 2007, section 6.2), relative error below 1.2e-7 everywhere, float32's own precision;
-// a Taylor series was exact to 1e-12 and took two thirds of a prefill's time
-function erf(x) {
-  const z = Math.abs(x), t = 1 / (1 + 0.5 * z);
-  const erfc = t * Math.exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 +
-    t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
-  return x >= 0 ? 1 - erfc : erfc - 1;
+// The exact GELU, x * Φ(x) (Φ the normal distribution's CDF, as PyTorch's erf form), through a table: Φ and its
+// slope at x = -8 + k/64, made once from a series, and a cubic (Hermite) between two knots: error below 1e-9, under
+// float32's own precision; past ±8, Φ is 0 or 1 to float32's. An erf through Math.exp per value took half
+// of a prefill's time in V8 (Math has no erf).
+const GELU_TABLE = (() => {
+  const n = 1025, value = new Float64Array(n), slope = new Float64Array(n);
+  for (let k = 0; k < n; k++) {
+    const x = -8 + k / 64, z = Math.abs(x) / Math.SQRT2;
+    let term = z, sum = z; // erf(z) = 2/√π e^(-z²) Σ (2z²)^i z / (1·3·…·(2i+1)): positive terms, no cancellation
+    for (let i = 1; term > 1e-17 * sum; i++) { term *= (2 * z * z) / (2 * i + 1); sum += term; }
+    const erf = (2 / Math.sqrt(Math.PI)) * Math.exp(-z * z) * sum;
+    value[k] = 0.5 * (1 + Math.sign(x) * erf);
+    slope[k] = Math.exp((-x * x) / 2) / Math.sqrt(2 * Math.PI) / 64; // dΦ/dk: the slope over one knot's step
+  }
+  return { value, slope };
+})();
+
+function gelu(x) {
+  if (x <= -8) return 0;
+  if (x >= 8) return x; // (NaN falls through both and stays NaN)
+  const u = (x + 8) * 64, k = Math.floor(u), t = u - k, t2 = t * t, t3 = t2 * t;
+  const { value: v, slope: m } = GELU_TABLE;
+  return x * ((2 * t3 - 3 * t2 + 1) * v[k] + (t3 - 2 * t2 + t) * m[k] + (3 * t2 - 2 * t3) * v[k + 1] + (t3 - t2) * m[k + 1]);
 }
 
 const ACTIVATIONS = {
-  gelu: (x) => 0.5 * x * (1 + erf(x / Math.SQRT2)),
+  gelu,
   gelu_tanh: (x) => 0.5 * x * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (x + 0.044715 * x ** 3))),
   relu: (x) => Math.max(0, x),
   relu2: (x) => Math.max(0, x) ** 2,
@@ -336,13 +351,16 @@ class Model {
   }
 
   // Tokens `ids` at positions start, start+1, ..., their keys and values written into `cache` -> the logits
-  // after the last one (Float64Array V) and, with `withWeights`, each token's attention over the positions up
-  // to its own: per token a Float32Array (L, H, its position + 1).
-  forward(ids, start, cache, withWeights = false) {
+  // after the last one (Float64Array V) and, for the tokens from index `weightsFrom` on (none where it is null),
+  // each one's attention over the positions up to its own: per token a Float32Array (L, H, its position + 1),
+  // null before `weightsFrom`. The last layer runs only the rows something reads: the last token's (the logits)
+  // and those whose weights are asked for; every row's keys and values still go into the cache.
+  forward(ids, start, cache, weightsFrom = null) {
     const { D, H, Hkv, dh, F, V, L, w, spec } = this;
-    const T = ids.length, width = Hkv * dh;
-    const weights = withWeights ? ids.map((_, t) => new Float32Array(L * H * (start + t + 1))) : null;
-    const x = new Float64Array(T * D), emb = w["tok_emb.weight"];
+    const T = ids.length, width = Hkv * dh, wanted = weightsFrom ?? T;
+    const weights = weightsFrom === null ? null : ids.map((_, t) => (t >= wanted ? new Float32Array(L * H * (start + t + 1)) : null));
+    let x = new Float64Array(T * D);
+    const emb = w["tok_emb.weight"];
     for (let t = 0; t < T; t++) {
       const pos = start + t, row = x.subarray(t * D, (t + 1) * D);
       for (let i = 0; i < D; i++) row[i] = emb[ids[t] * D + i];
@@ -354,7 +372,8 @@ class Model {
         for (let i = 0; i < D; i++) row[i] += spec.pe_scale * table[i];
       }
     }
-    const out = new Float32Array(T * D), qw = D + 2 * width;
+    const qw = D + 2 * width;
+    let n = T, first = 0; // the rows this layer runs: tokens first .. T - 1 (n of them)
     for (let l = 0; l < L; l++) {
       const b = `blocks.${l}.`;
       const h = this.norm(x, b + "ln1");
@@ -367,25 +386,32 @@ class Model {
         K.set(k, (start + t) * width);
         Vc.set(qkv.subarray(t * qw + D + width, (t + 1) * qw), (start + t) * width);
       }
-      out.fill(0);
-      const attend = SIMD && T >= 4 && dh % 4 === 0 ? this.attendMany : this.attendEach;
-      attend.call(this, qkv, cache[l], T, start, weights && ((t) => weights[t].subarray(l * H * (start + t + 1))), out);
-      const a = linear(w[b + "attn.proj.weight"], w[b + "attn.proj.bias"], out, T, D, D);
+      if (l === L - 1 && Math.min(wanted, T - 1) > 0) { // the last layer: only the rows read after it
+        first = Math.min(wanted, T - 1);
+        n = T - first;
+        x = x.subarray(first * D);
+      }
+      const out = new Float32Array(n * D), at = (t) => first + t; // row t of this layer is token first + t
+      const attend = SIMD && n >= 4 && dh % 4 === 0 ? this.attendMany : this.attendEach;
+      const weightsOf = weights && ((t) => weights[at(t)] && weights[at(t)].subarray(l * H * (start + at(t) + 1)));
+      attend.call(this, qkv.subarray(first * qw), cache[l], n, start + first, weightsOf, out);
+      const a = linear(w[b + "attn.proj.weight"], w[b + "attn.proj.bias"], out, n, D, D);
       for (let i = 0; i < x.length; i++) x[i] += a[i];
       const h2 = this.norm(x, b + "ln2");
       let m;
       if (spec.ffn === "swiglu") {
-        const g = linear(w[b + "mlp.gate.weight"], null, h2, T, F, D), u = linear(w[b + "mlp.up.weight"], null, h2, T, F, D);
+        const g = linear(w[b + "mlp.gate.weight"], null, h2, n, F, D), u = linear(w[b + "mlp.up.weight"], null, h2, n, F, D);
         for (let i = 0; i < g.length; i++) g[i] = silu(g[i]) * u[i];
-        m = linear(w[b + "mlp.proj.weight"], null, g, T, D, F);
+        m = linear(w[b + "mlp.proj.weight"], null, g, n, D, F);
       } else {
-        const f = linear(w[b + "mlp.fc.weight"], w[b + "mlp.fc.bias"], h2, T, F, D);
-        for (let i = 0; i < f.length; i++) f[i] = this.act(f[i]);
-        m = linear(w[b + "mlp.proj.weight"], w[b + "mlp.proj.bias"], f, T, D, F);
+        const f = linear(w[b + "mlp.fc.weight"], w[b + "mlp.fc.bias"], h2, n, F, D);
+        const act = this.act;
+        for (let i = 0; i < f.length; i++) f[i] = act(f[i]);
+        m = linear(w[b + "mlp.proj.weight"], w[b + "mlp.proj.bias"], f, n, D, F);
       }
       for (let i = 0; i < x.length; i++) x[i] += m[i];
     }
-    const last = this.norm(x.subarray((T - 1) * D), "ln_f");
+    const last = this.norm(x.subarray((n - 1) * D), "ln_f");
     const logits = linear(spec.tie_weights ? emb : w["head.weight"], null, last, 1, V, D);
     if (spec.logit_softcap) for (let i = 0; i < V; i++) logits[i] = spec.logit_softcap * Math.tanh(logits[i] / spec.logit_softcap);
     return { logits, weights };
@@ -555,10 +581,9 @@ class Session {
     const n = ids.length, w = this.window;
     const usual = this.seen && n - this.seen === 1 && n <= w; // one new token at position n - 1
     const first = usual ? n - 1 : Math.max(0, n - w), start = usual ? n - 1 : 0;
-    const out = this.model.forward(ids.slice(first), start, this.cache, withWeights);
-    if (onWeights && out.weights) {
-      out.weights.forEach((weights, t) => { if (first + t >= this.seen || first + t === n - 1) onWeights(first + t, first - start, weights); });
-    }
+    const from = withWeights ? Math.min(n - 1 - first, Math.max(0, this.seen - first)) : null; // the new tokens
+    const out = this.model.forward(ids.slice(first), start, this.cache, from);
+    if (onWeights && out.weights) out.weights.forEach((weights, t) => { if (weights) onWeights(first + t, first - start, weights); });
     this.seen = n;
     return out.logits;
   }
@@ -575,4 +600,4 @@ function load(data, simd = true) {
   return { model, tokenizer };
 }
 
-const engine = { load, simd: () => SIMD !== null, Session, draw, checkOptions, generator, argmax, filterLogits, softmax, erf };
+const engine = { load, simd: () => SIMD !== null, Session, draw, checkOptions, generator, argmax, filterLogits, softmax, gelu };

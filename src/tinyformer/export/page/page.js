@@ -221,6 +221,10 @@ window.tinyformer = {
   },
   // the logits after `ids` (one array of vocab_size numbers; of the last `spec.window` ids), from a fresh cache
   logits: (ids) => Array.from(new engine.Session(model, data.spec.window).next(ids, false)),
+  // a generation as Generate runs it: `.next(ids, true, (i, offset, w) => ...)` -> the logits after `ids` (grown by
+  // one since the last call), and the attention of each token not seen before: token i's, over ids[offset ..= i],
+  // a Float32Array (layers, heads, i - offset + 1)
+  session: () => new engine.Session(model, data.spec.window),
   // timings of a generation as the page shows it (for `scripts/page_figures.py`)
   timed: async (prompt, o = {}) => {
     await ready;
