@@ -3,7 +3,8 @@
     python scripts/page_figures.py runs/demo runs/lab/gpt [--repeats 3]
 
 Per run: the page's size in fp16, fp32 and int8, and the logit error each costs (the export's own line); in
-Debian's Chromium, headless: the time from opening the file to the first generated token; tokens a second while
+Debian's Chromium, headless: how many of 200 greedy tokens from the run's prompt the fp32 and fp16 pages make equal
+to `tinyformer sample --temperature 0`'s; the time from opening the file to the first generated token; tokens a second while
 the page streams the run's own `sample.tokens` with the attention view on and off (clicking Generate, as a
 visitor does), and of the engine alone inside the window (one cached step a token) and past it (a prefill of the
 window a token); then onnxruntime's greedy tokens a second against tinyformer's own cached generation. Medians
@@ -40,6 +41,29 @@ def export(run: str, out: Path, precision: str) -> tuple[int, str]:
         check=True,
     )
     return out.stat().st_size, r.stdout
+
+
+def greedy_in_browser(run: str, page_file: Path, prompt: str, pw, n: int = 200) -> str:
+    """How many of `n` greedy tokens the page generates in Chromium equal `tinyformer sample --temperature 0`'s."""
+    from tinyformer import api
+
+    tokenizer = api.load(run).tokenizer
+    r = subprocess.run(
+        [sys.executable, "-m", "tinyformer", "sample", run, "--prompt", prompt, "--tokens", str(n)]
+        + ["--temperature", "0"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    b = pw.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
+    page = b.new_page()
+    page.goto(page_file.as_uri())
+    got = page.evaluate("([p, n]) => tinyformer.generate(p, {tokens: n, temperature: 0})", [prompt, n])
+    b.close()
+    want, mine = tokenizer.encode(r.stdout[:-1]), tokenizer.encode(got)  # sample ends its text with a newline
+    same = next((i for i, (x, y) in enumerate(zip(want, mine, strict=False)) if x != y), min(len(want), len(mine)))
+    p0 = len(tokenizer.encode(prompt))
+    return f"{same - p0} of {n}" + (" (all)" if same - p0 == n and len(want) == len(mine) else "")
 
 
 def browser_figures(page_file: Path, tokens: int, repeats: int, pw) -> dict:
@@ -99,6 +123,9 @@ def main() -> None:
                 error = re.search(r"largest logit difference (\S+)", printed)[1]
                 greedy = re.search(r"greedy, .*", printed)[0]
                 print(f"- {precision}: {size / 1e6:.2f} MB; largest logit difference {error}; {greedy}")
+            for precision in ("fp32", "fp16"):
+                same = greedy_in_browser(run, Path(tmp) / f"{precision}.html", loaded.config.sample.prompt, pw)
+                print(f"- {precision} page in Chromium, greedy from the run's prompt: {same} tokens as `sample`'s")
             f = browser_figures(Path(tmp) / "fp16.html", loaded.config.sample.tokens, a.repeats, pw)
             print(f"- in {f['browser']}, fp16 page, medians of {a.repeats}:")
             print(f"  - opening the file to the first token: {f['first_ms']:.0f} ms")
