@@ -28,7 +28,7 @@ PRESETS = Path(__file__).resolve().parents[1] / "src/tinyformer/presets"
 SHAPES = {  # what each shape sets; the rest is GPTTask's default recipe or the preset
     "positions study (block 128, batch 16)": (
         None,
-        ["model.block_size=128", "train.batch_size=16", "model.dropout=0.0", "train.lr=3e-3"],
+        ["model.block_size=128", "train.batch_size=16", "model.dropout=0.0", "train.lr=3e-3", "train.precision=auto"],
     ),
     "gpt_cpu_quick preset": (PRESETS / "gpt_cpu_quick.toml", []),
 }
