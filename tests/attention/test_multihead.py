@@ -73,3 +73,26 @@ def test_cross_attention_padding_in_context_changes_nothing():
 def test_width_must_divide_into_heads():
     with pytest.raises(ValueError, match="d_model=30 is not divisible by n_head=4"):
         MultiHeadAttention(BlockSpec(30, 4))
+
+
+@pytest.mark.parametrize("n_kv_head, qk_norm", [(0, False), (2, False), (1, True)])
+def test_rotary_queries_and_keys_rotated_together_equal_each_rotated_alone(n_kv_head, qk_norm):
+    """Self-attention rotates its queries and keys as one tensor (half the kernels); the result must be the
+    definition: the projection split into q, k, v heads, each of q and k normalised and rotated on its own."""
+    from tinyformer.attention.positions import Rotary
+
+    torch.manual_seed(0)
+    spec = BlockSpec(n_embd=32, n_head=4, n_kv_head=n_kv_head, qk_norm=qk_norm, backend="manual")
+    attn, rope = MultiHeadAttention(spec).eval(), Rotary(8)
+    x, start = torch.randn(2, 5, 32), 3
+    out, w = attn(x, causal=True, need_weights=True, rope=rope, start=start)
+
+    kvh = spec.kv_heads
+    q, k, v = attn.qkv(x).split([32, kvh * 8, kvh * 8], dim=-1)
+    q, k, v = (t.view(2, 5, -1, 8).transpose(1, 2) for t in (q, k, v))
+    if qk_norm:
+        q, k = torch.nn.functional.rms_norm(q, (8,)), torch.nn.functional.rms_norm(k, (8,))
+    q, k = rope(q, start), rope(k, start)
+    y, ref_w = attend(q, k, v, causal=True, backend="manual", need_weights=True)
+    torch.testing.assert_close(w, ref_w, rtol=0, atol=0)
+    torch.testing.assert_close(out, attn.proj(y.transpose(1, 2).reshape(2, 5, 32)), rtol=0, atol=0)

@@ -177,17 +177,31 @@ class MultiHeadAttention(nn.Module):
         return self.heads(k), self.heads(v)
 
     def project(
-        self, x: torch.Tensor, context: torch.Tensor | None, context_kv: tuple[torch.Tensor, torch.Tensor] | None
+        self,
+        x: torch.Tensor,
+        context: torch.Tensor | None,
+        context_kv: tuple[torch.Tensor, torch.Tensor] | None,
+        rope: Rotary | None = None,
+        start: int = 0,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """x (B, T, D), context (B, S, D) or its projected keys/values -> q (B, H, T, Dh), k and v (B, H, S, Dh)."""
+        """x (B, T, D), context (B, S, D) or its projected keys/values -> q (B, H, T, Dh), k and v (B, H, S, Dh),
+        queries and keys normalised (`qk_norm`) and rotated (`rope`, self-attention) as `forward` needs them."""
         if self.cross:
             if context_kv is None and context is None:
                 raise ValueError("cross-attention needs a context tensor (or its keys and values, context_kv)")
             k, v = context_kv if context_kv is not None else self.project_context(context)  # (B, H, S, Dh) each
-            return self.heads(self.q(x)), k, v  # q: (B, T, D) -> (B, H, T, Dh)
-        D, Dkv = x.size(-1), self.n_kv_head * self.head_dim
-        q, k, v = self.qkv(x).split([D, Dkv, Dkv], dim=-1)  # (B, T, D), (B, T, Dkv) x 2
-        return self.heads(q), self.heads(k), self.heads(v)  # (B, H, T, Dh), (B, Hkv, T, Dh) x 2
+            return self.placed(self.heads(self.q(x)), None, 0), self.placed(k, None, 0), v
+        heads = self.heads(self.qkv(x))  # (B, H + 2 Hkv, T, Dh): the query heads, then the keys', then the values'
+        qk = self.placed(heads[:, : self.n_head + self.n_kv_head], rope, start)  # both at once: the same positions
+        return qk[:, : self.n_head], qk[:, self.n_head :], heads[:, self.n_head + self.n_kv_head :]
+
+    def placed(self, x: torch.Tensor, rope: Rotary | None, start: int) -> torch.Tensor:
+        """Queries or keys (B, heads, T, Dh) at positions [start, start + T), normalised and rotated if the model
+        says so. Self-attention hands its queries and keys in one tensor: half the elementwise operations (and
+        their kernel launches, which dominate at these widths on a CPU), the same numbers to the bit."""
+        if self.qk_norm:  # every query and key to RMS 1 (no learned gain): |score| <= sqrt(Dh) whatever x is
+            x = F.rms_norm(x, (self.head_dim,))
+        return rope(x, start) if rope is not None else x  # rotated by their positions; shape unchanged
 
     def forward(
         self,
@@ -208,11 +222,9 @@ class MultiHeadAttention(nn.Module):
         Cross-attention takes `context` (B, S, D) or `context_kv`, its `project_context` (B, H, S, Dh) x 2.
         """
         B, T, D = x.shape
-        q, k, v = self.project(x, context, context_kv)  # (B, H, T, Dh), (B, Hkv, S, Dh) x 2
-        if self.qk_norm:  # every query and key to RMS 1 (no learned gain): |score| <= sqrt(Dh) whatever x is
-            q, k = F.rms_norm(q, (self.head_dim,)), F.rms_norm(k, (self.head_dim,))
-        if rope is not None:
-            q, k = rope(q, start), rope(k, start)  # rotated by their positions; shapes unchanged
+        if rope is not None and self.cross:
+            raise ValueError("rotary positions are for self-attention; cross-attention's keys sit elsewhere")
+        q, k, v = self.project(x, context, context_kv, rope, start)  # (B, H, T, Dh), (B, Hkv, S, Dh) x 2
         if self.kind == "linear":
             if need_weights:
                 raise UserError("model.attention=linear has no attention weights to show; views need softmax")
