@@ -133,6 +133,7 @@ class TrainConfig:
     tensorboard: bool = False  # also write TensorBoard event files to <run>/tb
     dist_timeout: float = 300.0  # torchrun: seconds a rank waits for the others (to join, or at any collective)
     time_budget: float = 0.0  # seconds for training and evaluation (--time 10m): the schedule is sized to end there
+    time_row: str = ""  # the preset --time chose for the budget (`tinyformer.train.budget.row_for`), "" if none
     weights: str = "best"  # the weights the run's commands read (sample, eval, viz, serve, export, sample.txt):
     # "best", the best evaluation's (best.safetensors); "latest", the last step's (model.safetensors), as the course
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +29,8 @@ from tinyformer.hub import pretrained_folder
 from tinyformer.models import count_parameters
 from tinyformer.tasks import get_task
 from tinyformer.tasks.base import Task
+from tinyformer.train import budget, distributed
 from tinyformer.train import checkpoint as ckpt
-from tinyformer.train import distributed
 from tinyformer.train.autotune import apply_recorded
 from tinyformer.train.distributed import World
 from tinyformer.train.metrics import require_tensorboard
@@ -111,12 +112,25 @@ def prepare_run(
         check_resume_changes(read_config(run_dir)[0], config)
         return config, task_cls, run_dir, task_cls.load_tokenizer(run_dir / runfolder.TOKENIZER)
     task_cls = get_task(task)
-    config = cfg.resolve(task_cls.default_config(), list(layers), list(overrides))
+    config = new_config(task, layers, overrides)
+    if config.train.time_row:
+        row = config.train.time_row
+        print(f"--time: preset {row}'s shape, the budget table's row for this budget (why: configs/{row}.toml)")
     if config.train.tensorboard:  # a missing package: one line before the run folder is made
         require_tensorboard()
     run_dir = Path(out or f"runs/{task}-{time.strftime('%Y%m%d-%H%M%S')}")
     check_empty(output_path(run_dir, folder=True))
     return config, task_cls, run_dir, None
+
+
+def new_config(task: str, layers: list[dict] = (), overrides: list[str] = ()) -> cfg.RunConfig:
+    """A new run's config: the task's defaults <- `layers` <- `overrides`; with `--time` and no layers, the
+    budget table's row for the budget (`train.budget.row_for`) is the layer, and `train.time_row` names it."""
+    defaults = get_task(task).default_config()
+    config = cfg.resolve(defaults, list(layers), list(overrides))
+    if config.train.time_budget and not layers and (row := budget.row_for(task, config.train.time_budget)):
+        config = cfg.resolve(defaults, [cfg.load_toml(row)], [*overrides, f"train.time_row={json.dumps(row)}"])
+    return config
 
 
 RESUMABLE = ("train", "sample")  # sections a resumed run may change; and data.path, for a moved copy of the data

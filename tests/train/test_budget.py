@@ -131,3 +131,41 @@ def test_a_last_stretch_shorter_than_an_evaluation_ends_at_the_evaluation_before
     assert budget.replan(plan, config, 1692, 40.0 - 4.2 - 0.7 - 4.5 * 0.021, [0.021]).max_iters == 1692
     longer = budget.replan(plan, config, 1300, 40.0 - 4.2 - 1.4 - 350 * 0.021, [0.021]).max_iters
     assert 1648 <= longer <= 1650  # 240 steps after the evaluation at 1410: they stay
+
+
+@pytest.fixture
+def table(tmp_path, monkeypatch):
+    """A budget table of two rows (1 and 10 minutes) in a presets folder of its own, beside another preset."""
+    from tinyformer import config as cfg
+
+    rows = {"gpt_time_1m": "[model]\nn_layer = 3\n", "gpt_time_10m": "[model]\nn_layer = 5\ndropout = 0.1\n"}
+    for name, text in {**rows, "gpt_cpu_quick": "[model]\nn_layer = 2\n"}.items():
+        (tmp_path / f"{name}.toml").write_text(text)
+    monkeypatch.setattr(cfg, "PRESETS", tmp_path)
+    return rows
+
+
+def test_the_row_for_a_budget_is_the_largest_at_or_under_it_and_the_smallest_under_them_all(table):
+    assert budget.rows("gpt") == {1: "gpt_time_1m", 10: "gpt_time_10m"}
+    picks = {s: budget.row_for("gpt", s) for s in (20, 60, 599, 600, 1800)}
+    assert picks == {
+        20: "gpt_time_1m",
+        60: "gpt_time_1m",
+        599: "gpt_time_1m",
+        600: "gpt_time_10m",
+        1800: "gpt_time_10m",
+    }
+    assert budget.row_for("reverse", 600) is None  # a task without a table keeps its own recipe
+
+
+def test_time_with_no_config_trains_the_rows_shape_and_says_which_while_a_config_or_a_set_wins(table):
+    from tinyformer.runs import new_config
+
+    ten = new_config("gpt", [], ["train.time_budget=900"])
+    assert (ten.model.n_layer, ten.model.dropout, ten.train.time_row) == (5, 0.1, "gpt_time_10m")
+    assert new_config("gpt", [], ["train.time_budget=60"]).train.time_row == "gpt_time_1m"
+    mine = new_config("gpt", [], ["train.time_budget=900", "model.dropout=0.3"])  # --set beats the row
+    assert (mine.model.n_layer, mine.model.dropout) == (5, 0.3)
+    given = new_config("gpt", [{"model": {"n_layer": 2}}], ["train.time_budget=900"])  # --config: its shape
+    assert (given.model.n_layer, given.train.time_row) == (2, "")
+    assert new_config("gpt", [], []).train.time_row == ""  # no --time, no row

@@ -43,7 +43,8 @@ def finished(run_dir: Path) -> bool:
     if not (run_dir / STATE).is_file():
         return False
     config, state = saved_config(run_dir), read_state(run_dir / STATE)
-    return state.step >= config["train"]["max_iters"] or bool(state.reached)  # train.stop_at met
+    end = state.budget["max_iters"] if state.budget else config["train"]["max_iters"]  # --time: the plan's end
+    return state.step >= end or bool(state.reached)  # train.stop_at met
 
 
 def run_cell(task: str, base: list[dict], extra: list[str], cell: Cell, folder: Path) -> CellResult:
@@ -67,17 +68,22 @@ def run_cell(task: str, base: list[dict], extra: list[str], cell: Cell, folder: 
 
 
 DERIVED = (("model", "vocab_size"), ("model", "labels"))  # filled in by the task from its data when unset
+LABELS = (("train", "time_row"),)  # which preset a config came from: the same values train the same run
 
 
 def same_run(config, studies: Path, run_dir: Path) -> Path | None:
-    """A finished cell of another study under `studies` whose saved config is `config` (the keys a task fills
-    from its data aside, when `config` leaves them unset), or None."""
+    """A finished cell of any study under `studies` whose saved config is `config` (the keys a task fills from
+    its data aside, when `config` leaves them unset, and the labels), or None."""
     want = json.loads(json.dumps(cfg.to_dict(config)))
     for section, key in DERIVED:
         if not want.get(section, {}).get(key, True):
             del want[section][key]
+    for section, key in LABELS:
+        want.get(section, {}).pop(key, None)
     for saved in sorted(studies.glob(f"*/*/{CONFIG}")):
         other, have = saved.parent, saved_config(saved.parent)
+        for section, key in LABELS:
+            have.get(section, {}).pop(key, None)
         for section, key in DERIVED:
             if key not in want.get(section, {}) and isinstance(have.get(section), dict):
                 have[section].pop(key, None)

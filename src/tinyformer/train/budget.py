@@ -9,7 +9,11 @@ again and moves the last step, so a machine that slows down or speeds up still e
 rate stays a pure function of (step, plan), and the plan is saved with each checkpoint, so a resumed run
 continues the same schedule. If the budget runs out anyway, the run evaluates, saves and ends there.
 
-What it does not choose: the model's shape, dropout, batch and learning rate are the config's (a preset's).
+What it chooses before the run: for a task with a budget table and a run given no `--config`, the model's shape,
+dropout, batch and learning rate come from the table's row for the budget (`row_for`): the shipped preset
+`<task>_time_<minutes>m` of the largest budget at or under the one asked (the smallest row under it), each row
+the best of its budget in `tinyformer experiment budgets` (the search is in that study's report). The run's
+`train.time_row` records the row. With `--config`, the config's shape is kept.
 What it does not count: the checkpoint written after each evaluation, the loss plot and the end-of-run sample.
 One process only: under torchrun each rank would plan on its own clock.
 """
@@ -25,6 +29,7 @@ from dataclasses import dataclass
 from tinyformer.config import TrainConfig
 from tinyformer.errors import UserError
 
+ROW = re.compile(r"(?P<task>\w+?)_time_(?P<minutes>\d+)m")  # a budget row: presets/gpt_time_10m.toml
 MEASURE = 12  # steps timed before the first plan (the first 2 left out: allocations, caches)
 MAX_EVALS = 20  # evaluations in a planned run, at most (each one costs eval_iters batches)
 UNITS = {"s": 1, "m": 60, "h": 3600}
@@ -118,3 +123,19 @@ def _evals_left(step: int, max_iters: int, interval: int) -> int:
 def over(plan: Plan, train_seconds: float) -> bool:
     """Whether the budget is spent (training and evaluations)."""
     return train_seconds + plan.eval_seconds >= plan.budget
+
+
+def rows(task: str) -> dict[int, str]:
+    """The budget table of `task`: {minutes: the shipped preset of that row}, by budget."""
+    from tinyformer.config import presets
+
+    found = {int(m["minutes"]): name for name in presets() if (m := ROW.fullmatch(name)) and m["task"] == task}
+    return dict(sorted(found.items()))
+
+
+def row_for(task: str, seconds: float) -> str | None:
+    """The row of `task`'s table for a budget of `seconds`: the largest budget at or under it (the smallest row
+    for a budget under every row's), or None for a task with no table."""
+    table = rows(task)
+    fits = [name for minutes, name in table.items() if minutes * 60 <= seconds]
+    return fits[-1] if fits else next(iter(table.values()), None)

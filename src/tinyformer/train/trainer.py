@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import functools
 import math
 import signal
@@ -210,7 +211,8 @@ class Trainer:
             bar.write(f"step {self.step:>6}: the time budget ({plan.budget:,.0f} s) is spent: the run ends here")
         elif plan.plans == 0 and len(self.step_seconds) - 2 >= budget.MEASURE:
             self._follow(budget.replan(plan, self.original, self.step, self.train_seconds, self._recent()))
-            bar.write(self.plan.line())
+            left = datetime.timedelta(seconds=self.plan.budget - self.train_seconds - self.plan.eval_seconds)
+            bar.write(f"{self.plan.line()}; ends about {datetime.datetime.now() + left:%H:%M}")
         if self.step >= self.config.max_iters and self.evaluated_at != self.step:
             self._evaluate(bar)
         bar.total = self.config.max_iters if until is None else min(until, self.config.max_iters)
