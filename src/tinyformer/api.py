@@ -255,7 +255,8 @@ def experiment(name: str, *, out=None, quick: bool = False, data=None, mlm=None,
         takers = " and ".join(k for k, s in EXPERIMENTS.items() if s.mlm)
         raise UserError(f"--mlm applies to the {takers} experiments, not {name!r}")
     if nanogpt and not study.nanogpt:
-        raise UserError(f"--nanogpt applies to the speedrun experiment, not {name!r}")
+        takers = " and ".join(k for k, s in EXPERIMENTS.items() if s.nanogpt)
+        raise UserError(f"--nanogpt applies to the {takers} experiments, not {name!r}")
     need(f"experiment {name}", *study.needs)
     extra = ({"mlm": str(mlm)} if mlm else {}) | ({"nanogpt": str(nanogpt)} if nanogpt else {})
     return Report(Path(study(str(out) if out else None, quick=quick, data=data, **extra)))

@@ -84,6 +84,15 @@ for i in range(steps + 1):  # val loss 4 / (1 + i/10) + 0.05 at every evaluation
 """
 
 
+def fake_nanogpt(folder):
+    """A stand-in nanoGPT checkout under `folder` (FAKE_TRAIN as its train.py) -> its path."""
+    checkout = folder / "nanoGPT"
+    checkout.mkdir()
+    (checkout / "model.py").write_text("")
+    (checkout / "train.py").write_text(FAKE_TRAIN)
+    return checkout
+
+
 def test_a_budget_is_filled_with_whole_evaluation_rounds_and_scored_by_each_runs_best():
     assert budgets.steps_in(60, 50.3) == 3015 and budgets.steps_in(60, 50.0) == 3000
     assert budgets.steps_in(0.01, 1.0) == budgets.EVALS  # never a run without steps
@@ -130,11 +139,7 @@ def test_seeds_run_in_turn_across_cells_and_the_preset_in_turn_with_nanogpt(monk
 
 @pytest.mark.slow
 def test_quick_study_times_each_cell_and_a_stand_in_nanogpt_checkout(tmp_path, text_file):
-    checkout = tmp_path / "nanoGPT"
-    checkout.mkdir()
-    (checkout / "model.py").write_text("")
-    (checkout / "train.py").write_text(FAKE_TRAIN)
-    out = tmp_path / "study"
+    checkout, out = fake_nanogpt(tmp_path), tmp_path / "study"
     report = speedrun.run(out, quick=True, data=str(text_file), nanogpt=str(checkout)).read_text()
     figures = json.loads((out / "figures.json").read_text())
     cells = figures["cells"]
@@ -170,7 +175,7 @@ def test_a_bad_nanogpt_folder_and_the_flag_on_another_study_are_one_line_errors(
     done = cli("experiment", "speedrun", "--quick", "--out", str(tmp_path / "s"), "--nanogpt", str(tmp_path))
     assert done.returncode == 2 and "no nanoGPT checkout there" in done.stderr and "Traceback" not in done.stderr
     done = cli("experiment", "ablation", "--quick", "--nanogpt", str(tmp_path))
-    assert done.returncode == 2 and "--nanogpt applies to the speedrun experiment" in done.stderr
+    assert done.returncode == 2 and "--nanogpt applies to the budgets and speedrun experiments" in done.stderr
 
 
 def test_the_speedrun_preset_is_the_cpu_preset_with_only_its_marked_changes():

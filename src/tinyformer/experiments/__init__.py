@@ -59,6 +59,11 @@ EXPERIMENTS: dict[str, Study] = {
         "softmax vs linear vs GQA vs MQA: quality, speed vs length", "attention_variants:run"
     ),
     "practice": Study("clipping, warmup, accumulation, checkpointing, bf16: one switch each", "practice:run"),
+    "budgets": Study(
+        "train --time: the shape searched per budget, 1 to 30 minutes, 3 seeds against nanoGPT sized to each",
+        "budgets:run",
+        nanogpt=True,
+    ),
     "speedrun": Study(
         "time to val 1.88: the GPT-2 speedrun's tricks alone and together, 3 seeds; nanoGPT beside it",
         "speedrun:run",

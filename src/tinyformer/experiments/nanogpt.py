@@ -84,6 +84,12 @@ def nanogpt_run(checkout: Path, command: list[str], log_file: Path) -> str:
     return log_file.read_text()
 
 
+def nanogpt_commit(checkout: Path) -> str:
+    """The commit of the nanoGPT checkout the user named (the report records it)."""
+    done = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() or "unknown"
+
+
 def preset_and_nanogpt(checkout: Path | None, text: str, seeds, folder: Path, quick: bool, data):
     """The preset's runs and, from a nanoGPT checkout, nanoGPT's command as many times, in turn (ours, theirs,
     ours, ...): the ratio the study answers is measured side by side. -> (preset, nanoGPT or None, the
@@ -94,7 +100,6 @@ def preset_and_nanogpt(checkout: Path | None, text: str, seeds, folder: Path, qu
     if not (checkout / "train.py").is_file() or not (checkout / "model.py").is_file():
         raise UserError(f"--nanogpt {str(checkout)!r}: no nanoGPT checkout there (train.py and model.py)")
     nanogpt_data(checkout, text)
-    commit = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
     command = ["python", "train.py", *NANOGPT_ARGS, *(NANOGPT_QUICK if quick else []), f"--dataset={DATASET}"]
     ours, curves, speeds = [], [], []
     for k, seed in enumerate(seeds):
@@ -104,4 +109,4 @@ def preset_and_nanogpt(checkout: Path | None, text: str, seeds, folder: Path, qu
         speeds.append(nanogpt_speed(log))
     preset = Group(spec[0], spec[2], [g.curves[0] for g in ours], [g.speeds[0] for g in ours])
     nano = Group("nanoGPT", "nanoGPT's tuned CPU command", curves, speeds)
-    return preset, nano, commit.stdout.strip() or "unknown", command
+    return preset, nano, nanogpt_commit(checkout), command

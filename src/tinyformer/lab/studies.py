@@ -27,6 +27,11 @@ HOW: dict[str, InGuide] = {
     "qa": InGuide(MLM),
     "attention-variants": InGuide(after=("ablation",)),  # its softmax cell is ablation's baseline: reused
     "merges": InGuide(cheap=True),  # the trainers of data/merges.py on the play: no model
+    "budgets": InGuide(
+        "--nanogpt {nanogpt}",
+        extra="hours alone (each shape and seed trains for its whole budget), with a nanoGPT checkout beside ours",
+        alone=True,
+    ),
     "speedrun": InGuide(
         "--nanogpt {nanogpt}",
         extra="about an hour alone, and it runs a nanoGPT checkout beside ours",
