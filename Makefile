@@ -51,7 +51,8 @@ check: $(VENV)/.dev
 #                     the sources side by side, one per core, with the time left (interrupted: run it again)
 #   make lab PLAN=1   print that plan and stop;  make lab ONLY=experiments/ablation  make that one source
 #   make lab QUICK=1  every source at CI size under runs/lab-quick, pages to runs/lab-quick/docs
-#   make lab ONLY=experiments/speedrun NANOGPT=~/nanoGPT  the one source beyond the hour (nanoGPT beside ours)
+#   make lab ONLY=experiments/speedrun NANOGPT=~/nanoGPT  a source beyond the hour (nanoGPT beside ours); so is
+#                     each budget of the budgets study: ONLY=experiments/budgets/10min (1min, 3min, 10min, 30min)
 lab: $(VENV)/.dev
 	$(if $(NANOGPT),TINYFORMER_NANOGPT=$(NANOGPT) )$(BIN)/tinyformer lab build $(if $(filter 1 yes true,$(TRAIN)),--train) $(if $(filter 1 yes true,$(QUICK)),--quick) \
 		$(if $(filter 1 yes true,$(PLAN)),--train --plan) $(foreach s,$(ONLY),--only $(s))

@@ -242,9 +242,10 @@ def cross_attention(run, text: str, out="attention") -> CrossAttention:
 BENCH_OPTIONS = ("iters", "max_epochs", "config", "precision", "lengths", "data", "run")  # beside repeats, device
 
 
-def experiment(name: str, *, out=None, quick: bool = False, data=None, mlm=None, nanogpt=None) -> Report:
+def experiment(name: str, *, out=None, quick: bool = False, data=None, mlm=None, nanogpt=None, minutes=None) -> Report:
     """`tinyformer experiment NAME`: train (or reuse) its grid of runs and write its report -> the `Report`.
-    `quick`: CI sizes, which check the pipeline and answer nothing."""
+    `quick`: CI sizes, which check the pipeline and answer nothing. `minutes` ("10" or "1,3"): only those time
+    budgets, for a study that has them (budgets)."""
     from tinyformer.experiments import EXPERIMENTS
     from tinyformer.extras import need
 
@@ -257,8 +258,12 @@ def experiment(name: str, *, out=None, quick: bool = False, data=None, mlm=None,
     if nanogpt and not study.nanogpt:
         takers = " and ".join(k for k, s in EXPERIMENTS.items() if s.nanogpt)
         raise UserError(f"--nanogpt applies to the {takers} experiments, not {name!r}")
+    if minutes is not None and not study.minutes:
+        takers = " and ".join(k for k, s in EXPERIMENTS.items() if s.minutes)
+        raise UserError(f"--minutes applies to the {takers} experiment, not {name!r}")
     need(f"experiment {name}", *study.needs)
     extra = ({"mlm": str(mlm)} if mlm else {}) | ({"nanogpt": str(nanogpt)} if nanogpt else {})
+    extra |= {"minutes": str(minutes)} if minutes is not None else {}
     return Report(Path(study(str(out) if out else None, quick=quick, data=data, **extra)))
 
 

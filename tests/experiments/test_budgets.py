@@ -2,11 +2,14 @@
 row), and a stand-in nanoGPT checkout (the real one is fetched by hand, never in the tests)."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 
 from tests.experiments.test_speedrun import fake_nanogpt
 from tinyformer.config import load_toml
+from tinyformer.errors import UserError
 from tinyformer.experiments import budgets
 from tinyformer.experiments.gpt_studies import QUICK
 from tinyformer.train import budget as planning
@@ -48,6 +51,32 @@ def test_quick_study_searches_then_runs_time_as_a_user_does_beside_a_stand_in_na
     made = json.loads((out / "sitting-0.1min.json").read_text())  # each budget says where and when it was made
     assert f"0.1 min on {made['cpu']}, {made['date']}" in report and figures["budgets"]["0.1"]["made"]
     assert (out / "table.md").read_text() in report and (out / "search.md").read_text() in report
+    assert (out / "val_vs_time.png").stat().st_size > 1000
+
+    # one budget again, in the same folder (as the guide makes each budget): every run reused, only its own told
+    one = budgets.run(out, quick=True, data=str(text_file), nanogpt=str(checkout), minutes="0.1").read_text()
+    figures = json.loads((out / "figures.json").read_text())
+    assert set(figures["budgets"]) == set(figures["search"]) == {"0.1"} and figures["budgets"]["0.1"]["nanoGPT"]
+    assert "| 0.1 | " in one and "| 0.05 | " not in one and "best_vs_budget.png" not in one  # one point: no line
+
+
+def test_minutes_picks_budgets_of_the_study_and_anything_else_is_one_line_before_any_run(tmp_path):
+    assert list(budgets.asked(None, False)) == list(budgets.SEARCH)
+    assert list(budgets.asked("10,1", False)) == [10, 1] and budgets.asked("3", False)[3] == budgets.SEARCH[3]
+    assert list(budgets.asked("0.1", True)) == [0.1]
+    for bad in ("7", "ten", "", "10,", "0.1"):
+        with pytest.raises(UserError, match="give budgets of this study: 1, 3, 10, 30"):
+            budgets.asked(bad, False)
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "tinyformer", "experiment", *args], capture_output=True, text=True)
+
+    done = cli("budgets", "--quick", "--minutes", "10", "--out", str(tmp_path / "b"))
+    assert done.returncode == 2 and "at --quick: 0.05, 0.1" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "b").exists()  # refused before its folder was made
+    done = cli("ablation", "--quick", "--minutes", "3", "--out", str(tmp_path / "a"))
+    assert done.returncode == 2 and "--minutes applies to the budgets experiment" in done.stderr
+    assert not (tmp_path / "a").exists()
 
 
 def test_a_time_budget_run_has_finished_at_its_plans_end_not_at_the_configs_max_iters(tmp_path, monkeypatch):

@@ -306,3 +306,16 @@ def test_what_the_lab_does_with_a_study_is_the_labs_and_names_studies_only():
     assert not set(studies.HOW) & set(studies.LEFT_OUT)
     assert set(STUDIES) == set(EXPERIMENTS) - set(studies.LEFT_OUT)
     assert "experiments/tokenizers" not in SOURCES and SOURCES["experiments/tagging"].argv(False)[0][-2] == "--mlm"
+
+
+def test_the_guide_makes_the_budgets_study_a_budget_at_a_time_each_with_its_own_stamp():
+    """About 4 hours in all: each budget is a source of its own, made in one sitting and stamped when made."""
+    from tinyformer.experiments.budgets import SEARCH
+
+    parts = [n for n in SOURCES if n.startswith("experiments/budgets")]
+    assert parts == [f"experiments/budgets/{m:g}min" for m in SEARCH]
+    for m, name in zip(SEARCH, parts, strict=True):
+        part = SOURCES[name]
+        assert part.argv(False)[0][-2:] == ["--minutes", f"{m:g}"] and "--nanogpt" in part.argv(False)[0]
+        assert part.argv(True)[0][-3:] == ["--quick", "--minutes", "0.05"] and "--nanogpt" not in part.argv(True)[0]
+        assert part.extra and part.alone and part.path == name and part.stamp == f"{name}/lab.json"

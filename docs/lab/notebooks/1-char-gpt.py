@@ -172,7 +172,26 @@ guide.compare("experiments/seq2seq-decoding: 200 / encode ms", "experiments/seq2
 display(api.draw(gpt_maps, "heads", layer=gpt.config.model.n_layer - 1, out=guide.runs / "figures"))
 display(api.draw(api.bert_attention("The man saw the bird with the telescope"), "heads", out=guide.runs / "figures"))
 
-# %% 14. Going further 1
+# %% 14. What does
+# `--time` as the table's rows are run: a budget and no config, so the row of the largest budget at or under it
+# (train.time_row says which). Ten seconds at ci size, a minute at laptop size; at full size also the study's
+# 1-minute budget (about 7 minutes), with a nanoGPT checkout beside it when NANOGPT names one.
+budget = 10 if guide.quick else 60
+timed = api.train("gpt", set=[f"train.time_budget={budget}"], out=guide.runs / f"mine/time-{budget}s")
+val = [r["loss"] for r in api.metrics(timed) if r["split"] == "val"]
+spent = timed.state.train_seconds + (timed.state.budget or {}).get("eval_seconds", 0.0)
+print(f"row {timed.config.train.time_row}: best val {min(val):.4f} in {spent:.0f} s of a {budget} s budget")
+print("the guide's --time 1m (3 seeds):", guide.quoted("experiments/budgets/1min: 1 / best val (median, range)"))
+if guide.full:
+    import os
+
+    study = api.experiment(
+        "budgets", out=guide.runs / "experiments/budgets/1min", nanogpt=os.environ.get("NANOGPT"), minutes="1"
+    )
+    display(study.figure("val_vs_time.png"))
+    display(guide.compare("experiments/budgets/1min: 1 / best val (median, range)"))
+
+# %% 15. Going further 1
 figures = api.bench(
     "attention",
     repeats=1 if guide.quick else 3,
@@ -183,11 +202,11 @@ guide.compare(
     "lab/bench-attention: bench.attention.4.manual_ms | .1f", "lab/bench-attention: bench.attention.4.sdpa_ms | .1f"
 )
 
-# %% 15. Going further 2
+# %% 16. Going further 2
 display(variants.figure("val_loss.png"), variants.figure("train_vs_length.png"))
 guide.compare(*(f"experiments/attention-variants: {v} / best val loss" for v in ("softmax", "linear", "gqa-2", "mqa")))
 
-# %% 16. Going further 3
+# %% 17. Going further 3
 # The fastest combination the study found, alone, timed as the study times it (val loss every 100 steps on 50
 # batches, stopping at 1.88); at full size also the whole study (about an hour), with a nanoGPT checkout beside it
 # when NANOGPT names one.

@@ -22,10 +22,12 @@ def add_experiment(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mlm", metavar="RUN", help=f"{takers}: the masked-LM run to start from (default: train one)")
     takers = ", ".join(k for k, s in EXPERIMENTS.items() if s.nanogpt)
     p.add_argument("--nanogpt", metavar="DIR", help=f"{takers}: a nanoGPT checkout, timed on the same text")
+    takers = ", ".join(k for k, s in EXPERIMENTS.items() if s.minutes)
+    p.add_argument("--minutes", metavar="M[,M]", help=f"{takers}: only these time budgets, e.g. 10 or 1,3")
 
 
 def cmd_experiment(a: argparse.Namespace) -> int:
     from tinyformer.api import experiment
 
-    experiment(a.name, out=a.out, quick=a.quick, data=a.data, mlm=a.mlm, nanogpt=a.nanogpt)
+    experiment(a.name, out=a.out, quick=a.quick, data=a.data, mlm=a.mlm, nanogpt=a.nanogpt, minutes=a.minutes)
     return 0

@@ -19,6 +19,7 @@ class Study:
     where: str  # "module:function" that makes it, in tinyformer.experiments
     mlm: bool = False  # takes --mlm RUN: the masked-LM run to start from
     nanogpt: bool = False  # takes --nanogpt DIR: a nanoGPT checkout to run beside it
+    minutes: bool = False  # takes --minutes M[,M]: only those of its time budgets
     needs: tuple[str, ...] = ()  # optional packages it cannot run without (`tinyformer.extras`)
     folder: str = ""  # its folder under a runs root, when not experiments/NAME (where it writes by default)
     report: str = "report.md"  # the file that completes it
@@ -63,6 +64,7 @@ EXPERIMENTS: dict[str, Study] = {
         "train --time: the shape searched per budget, 1 to 30 minutes, 3 seeds against nanoGPT sized to each",
         "budgets:run",
         nanogpt=True,
+        minutes=True,
     ),
     "speedrun": Study(
         "time to val 1.88: the GPT-2 speedrun's tricks alone and together, 3 seeds; nanoGPT beside it",

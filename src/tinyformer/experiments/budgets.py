@@ -14,11 +14,12 @@ nanoGPT's tuned CPU command given the same time.
    trained again. nanoGPT's seed is fixed, so one run per budget; its training seconds leave its evaluations
    out (it is given the whole budget to train), ours count them.
 
-    tinyformer experiment budgets [--quick] [--out DIR] [--nanogpt DIR]
+    tinyformer experiment budgets [--quick] [--out DIR] [--nanogpt DIR] [--minutes 10[,30]]
 
 Hours on 2 cores: each budget takes (its shapes + 2 seeds + nanoGPT) times its minutes, about 4 hours for
 1 + 3 + 10 + 30 minutes. A finished run is reused, so an interrupted study continues where it stopped (a
-budget's match is best made in one sitting: its runs are timed side by side). `--quick`: seconds-long budgets
+budget's match is best made in one sitting: its runs are timed side by side). `--minutes` makes only those
+budgets (the guide makes each in a folder of its own, a sitting at a time). `--quick`: seconds-long budgets
 at a toy size.
 """
 
@@ -222,9 +223,31 @@ def theirs(checkout: Path, command: list[str], minutes: float, iter_s: float, fo
 
 
 # ---- the study ----------------------------------------------------------------------------------------------
-def run(out: Path | None = None, quick: bool = False, data: str | None = None, nanogpt: str | None = None) -> Path:
+def asked(minutes: str | None, quick: bool) -> dict[float, tuple[str, ...]]:
+    """The budgets to make, each with its shapes: all of them, or those `--minutes` lists ("10" or "1,3")."""
+    known = QUICK_SEARCH if quick else SEARCH
+    if minutes is None:
+        return dict(known)
+    try:
+        wanted = [float(m) for m in str(minutes).split(",")]
+    except ValueError:
+        wanted = []
+    if not wanted or any(m not in known for m in wanted):
+        said = ", ".join(f"{m:g}" for m in known)
+        raise UserError(f"--minutes {minutes!r}: give budgets of this study{' at --quick' if quick else ''}: {said}")
+    return {m: known[m] for m in wanted}
+
+
+def run(
+    out: Path | None = None,
+    quick: bool = False,
+    data: str | None = None,
+    nanogpt: str | None = None,
+    minutes: str | None = None,
+) -> Path:
     from tinyformer.data.tinyshakespeare import read_text, resolve_path
 
+    budgets = asked(minutes, quick)  # checked before anything starts, like the checkout below
     folder = study_folder("budgets", out, quick)
     extra = ([f"data.path={json.dumps(data)}"] if data else []) + (
         [q for q in QUICK if not q.startswith(("train.max_iters", "train.eval_"))] if quick else []  # the rows say
@@ -239,7 +262,7 @@ def run(out: Path | None = None, quick: bool = False, data: str | None = None, n
         iter_s = nanogpt_step_s(checkout, command, folder)
     seeds = QUICK_SEEDS if quick else SEEDS
     tried, mine, nano = {}, {}, {}
-    for m, names in (QUICK_SEARCH if quick else SEARCH).items():  # a budget at a time: its runs in one sitting
+    for m, names in budgets.items():  # a budget at a time: its runs in one sitting
         tried[m] = search(m, names, folder, extra)
         runs = [ours(m, seeds[0], folder, extra)]  # the search's run of the row's shape, when it is the same
         if checkout is not None:
@@ -307,8 +330,22 @@ def report(folder: Path, quick: bool, tried, mine, nano, checkout, command) -> P
     }
     if nano:
         lines["nanoGPT's tuned CPU command, its steps sized to the budget"] = [(m, n.bests[0]) for m, n in nano.items()]
-    title = "Best val loss in the time you have (2 cores)"
-    plot_series(lines, folder / "best_vs_budget.png", "budget (minutes)", "best val loss", title)
+    if len(sides) > 1:  # a line needs two budgets
+        title = "Best val loss in the time you have (2 cores)"
+        plot_series(lines, folder / "best_vs_budget.png", "budget (minutes)", "best val loss", title)
+    runs = {
+        f"--time {m:g}m, seed {seed}": [(t, v) for t, v, _ in c]
+        for m, s in sides.items()
+        for seed, c in zip(seeds, s.curves, strict=True)
+    }
+    runs |= {f"nanoGPT, {m:g} min": [(t, v) for t, v, _ in n.curves[0]] for m, n in nano.items()}
+    plot_series(
+        runs,
+        folder / "val_vs_time.png",
+        "training seconds (evaluations left out)",
+        "val loss",
+        "Each run sized to its budget",
+    )
     commit = nanogpt_commit(checkout) if checkout else ""
     figures = {
         "budgets": {
@@ -348,7 +385,12 @@ def report(folder: Path, quick: bool, tried, mine, nano, checkout, command) -> P
         + "; ".join(f"{m:g} min on {made}" for m, made in sittings.items())
         + ".",
         "",
-        figure("best_vs_budget.png", "best val loss against the budget, ours and nanoGPT's"),
+        *(
+            [figure("best_vs_budget.png", "best val loss against the budget, ours and nanoGPT's"), ""]
+            if len(sides) > 1
+            else []
+        ),
+        figure("val_vs_time.png", "val loss against training seconds, every run of the match"),
         "",
         "## The search: the shapes tried at each budget, seed 1337, best first",
         "",

@@ -15,9 +15,7 @@ every cell's second, ...), and the preset in turn with nanoGPT's runs, so the ma
 cells compared rather than landing on one. Per run: the training seconds to that evaluation
 (evaluations excluded), and the best val loss within the first `BUDGET_S` seconds of training.
 
-3. What the preset and nanoGPT reach in 1, 3 and 10 minutes of training (`BUDGETS`): each command's schedule
-   sized to end at the budget (its steps = the budget x the steps per training second it ran at above), so the
-   learning rate has decayed when time is up, as a user with that much time would set it.
+What a command reaches in a fixed time (1 to 30 minutes) is the budgets study's question (`budgets.py`).
 
 `--nanogpt DIR` also runs nanoGPT's tuned CPU command (`experiments/nanogpt.py`) from a checkout at DIR, on the same
 text split the same way, each run after one of the preset's, and puts it on the same figure. nanoGPT trains in
@@ -25,8 +23,8 @@ fp32 on a CPU (it autocasts on GPUs only); ours in `train.precision=auto`, bf16 
 
     tinyformer experiment speedrun [--quick] [--out DIR] [--nanogpt DIR]
 
-The cells and what a run measures are in `speedrun_cells.py`, nanoGPT's side in `nanogpt.py`, the budgets in
-`speedrun_budgets.py`; this module is the tricks, the order the study runs in and its report.
+The cells and what a run measures are in `speedrun_cells.py`, nanoGPT's side in `nanogpt.py`; this module is the
+tricks, the order the study runs in and its report.
 """
 
 from __future__ import annotations
@@ -38,7 +36,6 @@ from pathlib import Path
 from tinyformer.errors import UserError
 from tinyformer.experiments.nanogpt import preset_and_nanogpt
 from tinyformer.experiments.report import figure, markdown_table, write_report
-from tinyformer.experiments.speedrun_budgets import budget_figures, budget_part, budget_runs
 from tinyformer.experiments.speedrun_cells import (
     BUDGET_S,
     PRESET,
@@ -217,8 +214,6 @@ def run(out: Path | None = None, quick: bool = False, data: str | None = None, n
     text = read_text(resolve_path(data)) if checkout is not None else ""
     preset, nano, commit, command = preset_and_nanogpt(checkout, text, seeds, folder, quick, data)
 
-    ours_b, nano_b = budget_runs(preset, nano, checkout, command, folder, quick, data)
-
     groups = [base, *alone, *([best] if best is not base else []), *without, preset, *([nano] if nano else [])]
     curves = {g.name: [(t, v) for t, v, _ in g.curves[0]] for g in groups}
     title = f"Val loss against training time, seed {seeds[0]} (nanoGPT: its own seed)"
@@ -234,8 +229,6 @@ def run(out: Path | None = None, quick: bool = False, data: str | None = None, n
     if nano is not None:
         figures["nanogpt"], against = nanogpt_part(preset, nano, base, best, commit, command, seeds)
         parts += against
-    parts += ["", *budget_part(ours_b, nano_b, folder)]
-    figures["budgets"] = budget_figures(ours_b, nano_b)
     return write_report(
         folder, "Time to result: the speedrun's tricks at 0.8M parameters", quick, parts, figures=figures
     )

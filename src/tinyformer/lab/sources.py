@@ -65,11 +65,11 @@ class Source:
         return [shlex.split(c) for c in ((self.quick or self.commands) if quick else self.commands)]
 
 
-def _study(name: str) -> Source:
+def _study(name: str) -> list[Source]:
     study, lab = EXPERIMENTS[name], studies.how(name)
     run = " ".join([f"experiment {name} --out {{dir}}", lab.args]).strip()
     quick = f"experiment {name} --out {{dir}} --quick" if study.nanogpt else f"{run} --quick"  # CI: no nanoGPT
-    return Source(
+    whole = Source(
         f"experiments/{name}",
         (run,),
         (quick,),
@@ -80,6 +80,20 @@ def _study(name: str) -> Source:
         alone=lab.alone,
         cheap=lab.cheap,
     )
+    if not lab.by_budget:
+        return [whole]
+    from tinyformer.experiments.budgets import QUICK_SEARCH, SEARCH, minutes_name
+
+    toy = f"--minutes {next(iter(QUICK_SEARCH)):g}"  # CI: one toy budget in each folder
+    return [
+        replace(
+            whole,
+            name=f"{whole.name}/{minutes_name(m)}",
+            commands=(f"{run} --minutes {m:g}",),
+            quick=(f"{quick} {toy}",),
+        )
+        for m in SEARCH
+    ]
 
 
 STUDIES = tuple(name for name in EXPERIMENTS if name not in studies.LEFT_OUT)
@@ -182,7 +196,7 @@ SOURCES: dict[str, Source] = {  # in the order they are made: a run comes before
             alone=True,
         ),
         _masked_lm(),
-        *(_study(name) for name in STUDIES),
+        *(source for name in STUDIES for source in _study(name)),
         *_reverse_cells(),
         _reverse_fast(),
         Source(  # teacher-forced vs free-running accuracy (part 3, step 1): seconds on the recipe's run

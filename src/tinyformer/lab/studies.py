@@ -16,6 +16,7 @@ class InGuide:
     extra: str = ""  # why `lab build --train` leaves it out of the hour (made with --only); "": in the hour
     alone: bool = False  # its times are its answer: the lab makes it with nothing beside it, on every core
     cheap: bool = False  # seconds, no training: a plain `lab build` makes it when its folder is missing
+    by_budget: bool = False  # made a time budget at a time (--minutes), each a source NAME/<m>min of its own
 
 
 MLM = "--mlm {runs}/experiments/classifiers/mlm"  # tagging and qa start from the bake-off's masked LM: one
@@ -31,6 +32,7 @@ HOW: dict[str, InGuide] = {
         "--nanogpt {nanogpt}",
         extra="hours alone (each shape and seed trains for its whole budget), with a nanoGPT checkout beside ours",
         alone=True,
+        by_budget=True,  # about 4 hours in all: more than a sitting, so each budget is stamped when it is made
     ),
     "speedrun": InGuide(
         "--nanogpt {nanogpt}",
