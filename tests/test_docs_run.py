@@ -4,7 +4,7 @@ the project, and ends with exit status 0: one test per page, so a failure names 
 
 A command runs verbatim, with only size overrides added so that the whole walk takes minutes: a few
 training steps (appended: they win) of a narrower model (a width the command sets itself wins) on small
-batches (`--set model.n_embd=... --set train.max_iters=...`),
+batches (`--set model.n_embd=... --set train.max_iters=...`), three seconds for a `--time` run (its size),
 `--quick` for a study (with `--out` where the full command would write, so the commands after it find its
 runs), one repeat for a benchmark, `--port 0` for the server. A command printed twice runs once, on the first
 page that prints it. What cannot run here is listed with the reason (`SKIP`): the network, a second machine,
@@ -39,7 +39,7 @@ from tests.conftest import fresh_copy, needs_play
 from tests.processes import start
 from tests.warm import WarmParent
 from tinyformer.experiments import EXPERIMENTS
-from tinyformer.lab.sources import STUDIES
+from tinyformer.lab.sources import SOURCES, STUDIES
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = {page.name: page for page in [ROOT / "README.md", *sorted((ROOT / "docs" / "lab" / "en").glob("*.md"))]}
@@ -59,6 +59,7 @@ SIZE = {  # the task of `tinyformer train TASK` -> (widths: the command's own se
     "tag": (NARROW, STEPS),
     "qa": (NARROW, STEPS),
 }
+BRIEF = "3s"  # `--time`'s duration here
 LIVE = {"serve", "chat"}  # real processes: a server asked over HTTP, a terminal given a line
 
 
@@ -103,7 +104,8 @@ def studies_read(steps: list[tuple[str, str]], commands: list[tuple[str, str]]) 
     """The studies these commands make or read (`experiment NAME`, `runs/experiments/NAME/...`), except those
     whose cells the pages train by hand."""
     named = {m for _, c in steps for m in re.findall(r"(?:experiment |runs/experiments/)([a-z0-9-]+)", c)}
-    return [name for name in STUDIES if name in named and not by_hand(name, commands)]
+    whole = [name for name in STUDIES if f"experiments/{name}" in SOURCES]  # budgets: made in parts, by budget
+    return [name for name in whole if name in named and not by_hand(name, commands)]
 
 
 def skipped(command: str) -> str | None:
@@ -120,6 +122,9 @@ def sized(argv: list[str], commands: list[tuple[str, str]]) -> list[str]:
     verb = argv[1]
     if verb == "train":  # widths before the command's own options (a width it sets wins), steps after them
         widths, steps = ([a for o in group for a in ("--set", o)] for group in SIZE[argv[2]])
+        if "--time" in argv:  # a run for a time budget sizes its own steps: its size is the time given
+            at = argv.index("--time") + 1
+            argv = [*argv[:at], BRIEF, *argv[at + 1 :]]
         return argv[:3] + widths + argv[3:] + steps
     if verb == "experiment":
         if "--nanogpt" in argv:  # the tests never fetch nanoGPT: the speedrun study runs without its row
@@ -246,6 +251,8 @@ def test_the_size_overrides_cut_steps_always_and_widths_unless_the_command_sets_
     overrides = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]
     config = resolve(TASKS["reverse"].default_config(), [], overrides)
     assert (config.model.d_ff, config.model.n_embd, config.train.max_iters) == (341, 32, 2)
+    timed = sized(shlex.split("tinyformer train gpt --time 10m"), [])  # a time budget: its size is its time
+    assert timed[timed.index("--time") + 1] == BRIEF and "10m" not in timed
 
 
 def test_every_page_prints_commands_and_every_training_has_sizes():

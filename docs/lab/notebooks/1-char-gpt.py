@@ -172,10 +172,10 @@ guide.compare("experiments/seq2seq-decoding: 200 / encode ms", "experiments/seq2
 display(api.draw(gpt_maps, "heads", layer=gpt.config.model.n_layer - 1, out=guide.runs / "figures"))
 display(api.draw(api.bert_attention("The man saw the bird with the telescope"), "heads", out=guide.runs / "figures"))
 
-# %% 14. What does
-# `--time` as the table's rows are run: a budget and no config, so the row of the largest budget at or under it
-# (train.time_row says which). Ten seconds at ci size, a minute at laptop size; at full size also the study's
-# 1-minute budget (about 7 minutes), with a nanoGPT checkout beside it when NANOGPT names one.
+# %% 14. What does `--time` reach
+# `tinyformer train gpt --time 1m` from Python: a budget (train.time_budget, in seconds) and no config, so the
+# table's row for it (train.time_row says which). Ten seconds at ci size, a minute at laptop size; at full size
+# also the study's 1-minute budget (about 7 minutes), with a nanoGPT checkout beside it when NANOGPT names one.
 budget = 10 if guide.quick else 60
 timed = api.train("gpt", set=[f"train.time_budget={budget}"], out=guide.runs / f"mine/time-{budget}s")
 val = [r["loss"] for r in api.metrics(timed) if r["split"] == "val"]
