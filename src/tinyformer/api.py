@@ -244,8 +244,8 @@ BENCH_OPTIONS = ("iters", "max_epochs", "config", "precision", "lengths", "data"
 
 def experiment(name: str, *, out=None, quick: bool = False, data=None, mlm=None, nanogpt=None, minutes=None) -> Report:
     """`tinyformer experiment NAME`: train (or reuse) its grid of runs and write its report -> the `Report`.
-    `quick`: CI sizes, which check the pipeline and answer nothing. `minutes` ("10" or "1,3"): only those time
-    budgets, for a study that has them (budgets)."""
+    `quick`: CI sizes, which check the pipeline and answer nothing. `minutes` ("10", "1,3", 10 or [1, 3]): only
+    those time budgets, for a study that has them (budgets)."""
     from tinyformer.experiments import EXPERIMENTS
     from tinyformer.extras import need
 
@@ -263,7 +263,7 @@ def experiment(name: str, *, out=None, quick: bool = False, data=None, mlm=None,
         raise UserError(f"--minutes applies to the {takers} experiment, not {name!r}")
     need(f"experiment {name}", *study.needs)
     extra = ({"mlm": str(mlm)} if mlm else {}) | ({"nanogpt": str(nanogpt)} if nanogpt else {})
-    extra |= {"minutes": str(minutes)} if minutes is not None else {}
+    extra |= {"minutes": minutes} if minutes is not None else {}
     return Report(Path(study(str(out) if out else None, quick=quick, data=data, **extra)))
 
 

@@ -23,7 +23,8 @@ from tinyformer.errors import UserError
 SIZES = {
     "ci": "seconds per cell, every run at the size the tests use: the numbers check the code, they answer nothing",
     "laptop": "the guide's own sizes: each headline result on a 2-core CPU, within the hour the guide's build takes",
-    "full": "the laptop size, and what the guide's hour leaves out (the course's recipes beyond it, the speedrun)",
+    "full": "the laptop size, and what the guide's hour leaves out (the course's recipes beyond it, the speedrun, "
+    "the budgets study's 1-minute budget)",
 }
 SIZE_ENV, RUNS_ENV, ROOT_ENV = "TINYFORMER_SIZE", "TINYFORMER_RUNS", "TINYFORMER_ROOT"
 FACTS = Path("docs") / "lab" / "facts.json"

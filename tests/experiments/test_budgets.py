@@ -2,6 +2,7 @@
 row), and a stand-in nanoGPT checkout (the real one is fetched by hand, never in the tests)."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -53,9 +54,13 @@ def test_quick_study_searches_then_runs_time_as_a_user_does_beside_a_stand_in_na
     assert (out / "table.md").read_text() in report and (out / "search.md").read_text() in report
     assert (out / "val_vs_time.png").stat().st_size > 1000
 
-    # one budget again, in the same folder (as the guide makes each budget): every run reused, only its own told
-    one = budgets.run(out, quick=True, data=str(text_file), nanogpt=str(checkout), minutes="0.1").read_text()
-    figures = json.loads((out / "figures.json").read_text())
+    # --minutes: the report tells the budgets asked and those finished in the folder before (all runs reused here)
+    again = budgets.run(out, quick=True, data=str(text_file), nanogpt=str(checkout), minutes=[0.1]).read_text()
+    assert "| 0.05 | " in again and "| 0.1 | " in again and "best_vs_budget.png" in again
+    alone = tmp_path / "alone"  # a folder where 0.05 never finished (no sitting recorded): 0.1 alone
+    shutil.copytree(out, alone, ignore=shutil.ignore_patterns("sitting-0.05min.json"))
+    one = budgets.run(alone, quick=True, data=str(text_file), nanogpt=str(checkout), minutes="0.1").read_text()
+    figures = json.loads((alone / "figures.json").read_text())
     assert set(figures["budgets"]) == set(figures["search"]) == {"0.1"} and figures["budgets"]["0.1"]["nanoGPT"]
     assert "| 0.1 | " in one and "| 0.05 | " not in one and "best_vs_budget.png" not in one  # one point: no line
 
@@ -64,6 +69,7 @@ def test_minutes_picks_budgets_of_the_study_and_anything_else_is_one_line_before
     assert list(budgets.asked(None, False)) == list(budgets.SEARCH)
     assert list(budgets.asked("10,1", False)) == [10, 1] and budgets.asked("3", False)[3] == budgets.SEARCH[3]
     assert list(budgets.asked("0.1", True)) == [0.1]
+    assert list(budgets.asked([1, 3], False)) == [1, 3] and list(budgets.asked(10, False)) == [10]  # from Python
     for bad in ("7", "ten", "", "10,", "0.1"):
         with pytest.raises(UserError, match="give budgets of this study: 1, 3, 10, 30"):
             budgets.asked(bad, False)

@@ -223,14 +223,18 @@ def theirs(checkout: Path, command: list[str], minutes: float, iter_s: float, fo
 
 
 # ---- the study ----------------------------------------------------------------------------------------------
-def asked(minutes: str | None, quick: bool) -> dict[float, tuple[str, ...]]:
-    """The budgets to make, each with its shapes: all of them, or those `--minutes` lists ("10" or "1,3")."""
+def asked(minutes, quick: bool) -> dict[float, tuple[str, ...]]:
+    """The budgets to make, each with its shapes: all of them, or those `--minutes` lists ("10", "1,3", 10 or
+    [1, 3])."""
     known = QUICK_SEARCH if quick else SEARCH
     if minutes is None:
         return dict(known)
+    listed = (
+        minutes.split(",") if isinstance(minutes, str) else minutes if isinstance(minutes, list | tuple) else [minutes]
+    )
     try:
-        wanted = [float(m) for m in str(minutes).split(",")]
-    except ValueError:
+        wanted = [float(m) for m in listed]
+    except (TypeError, ValueError):
         wanted = []
     if not wanted or any(m not in known for m in wanted):
         said = ", ".join(f"{m:g}" for m in known)
@@ -247,7 +251,7 @@ def run(
 ) -> Path:
     from tinyformer.data.tinyshakespeare import read_text, resolve_path
 
-    budgets = asked(minutes, quick)  # checked before anything starts, like the checkout below
+    wanted = asked(minutes, quick)  # checked before anything starts, like the checkout below
     folder = study_folder("budgets", out, quick)
     extra = ([f"data.path={json.dumps(data)}"] if data else []) + (
         [q for q in QUICK if not q.startswith(("train.max_iters", "train.eval_"))] if quick else []  # the rows say
@@ -262,7 +266,9 @@ def run(
         iter_s = nanogpt_step_s(checkout, command, folder)
     seeds = QUICK_SEEDS if quick else SEEDS
     tried, mine, nano = {}, {}, {}
-    for m, names in budgets.items():  # a budget at a time: its runs in one sitting
+    for m, names in (QUICK_SEARCH if quick else SEARCH).items():  # a budget at a time: its runs in one sitting
+        if m not in wanted and not (folder / f"sitting-{minutes_name(m)}.json").is_file():
+            continue  # the report tells every budget finished in this folder: an earlier --minutes's, reused
         tried[m] = search(m, names, folder, extra)
         runs = [ours(m, seeds[0], folder, extra)]  # the search's run of the row's shape, when it is the same
         if checkout is not None:
@@ -323,14 +329,18 @@ def report(folder: Path, quick: bool, tried, mine, nano, checkout, command) -> P
     sides = {m: side_of(m, runs) for m, (_, runs, _) in mine.items()}
     sittings = {m: made for m, (_, _, made) in mine.items()}
     seeds = QUICK_SEEDS if quick else SEEDS
-    lines = {
-        f"tinyformer train gpt --time (median of {len(seeds)} seeds)": [
-            (m, statistics.median(s.bests)) for m, s in sides.items()
-        ]
-    }
-    if nano:
-        lines["nanoGPT's tuned CPU command, its steps sized to the budget"] = [(m, n.bests[0]) for m, n in nano.items()]
-    if len(sides) > 1:  # a line needs two budgets
+    line = len(sides) > 1  # best val against the budget: a line needs two budgets
+    if line:
+        lines = {
+            f"tinyformer train gpt --time (median of {len(seeds)} seeds)": [
+                (m, statistics.median(s.bests)) for m, s in sides.items()
+            ]
+        }
+        lines |= (
+            {"nanoGPT's tuned CPU command, its steps sized to the budget": [(m, n.bests[0]) for m, n in nano.items()]}
+            if nano
+            else {}
+        )
         title = "Best val loss in the time you have (2 cores)"
         plot_series(lines, folder / "best_vs_budget.png", "budget (minutes)", "best val loss", title)
     runs = {
@@ -385,11 +395,7 @@ def report(folder: Path, quick: bool, tried, mine, nano, checkout, command) -> P
         + "; ".join(f"{m:g} min on {made}" for m, made in sittings.items())
         + ".",
         "",
-        *(
-            [figure("best_vs_budget.png", "best val loss against the budget, ours and nanoGPT's"), ""]
-            if len(sides) > 1
-            else []
-        ),
+        *([figure("best_vs_budget.png", "best val loss against the budget, ours and nanoGPT's"), ""] if line else []),
         figure("val_vs_time.png", "val loss against training seconds, every run of the match"),
         "",
         "## The search: the shapes tried at each budget, seed 1337, best first",

@@ -12,8 +12,9 @@ continues the same schedule. If the budget runs out anyway, the run evaluates, s
 What it chooses before the run: for a task with a budget table and a run given no `--config`, the model's shape,
 dropout, batch and learning rate come from the table's row for the budget (`row_for`): the shipped preset
 `<task>_time_<minutes>m` of the largest budget at or under the one asked (the smallest row under it), each row
-the best of its budget in `tinyformer experiment budgets` (the search is in that study's report). The run's
-`train.time_row` records the row. With `--config`, the config's shape is kept.
+the best of its budget in `tinyformer experiment budgets` (the search is in that study's report and the
+guide's part 1, "How good in the time you have"). The run's `train.time_row` records the row. With `--config`,
+the config's shape is kept.
 What it does not count: the checkpoint written after each evaluation, the loss plot and the end-of-run sample.
 One process only: under torchrun each rank would plan on its own clock.
 """
