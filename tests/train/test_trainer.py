@@ -112,6 +112,35 @@ def test_sigint_saves_a_checkpoint_that_resumes_exactly(text_file, tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+class SignalAtLastEvaluation(GPTTask):
+    """Sends SIGINT during the run's last evaluation: after its last step looked for a stop."""
+
+    def evaluate(self, model):
+        SignalAtLastEvaluation.calls += 1
+        if SignalAtLastEvaluation.calls == 4:  # steps 0, 4, 8, 12
+            os.kill(os.getpid(), signal.SIGINT)
+        return super().evaluate(model)
+
+
+def test_a_signal_after_the_last_step_stops_the_caller_once_the_run_is_saved(text_file, tmp_path):
+    """Caught by the loop's handler too late for the loop to act on it, the signal is not lost: the finished run
+    is saved and plotted, then the caller's handler gets it (the command stops instead of sampling on)."""
+    cfg = tiny_run_config(text_file)
+    seed_everything(cfg.train.seed)
+    SignalAtLastEvaluation.calls = 0
+    task = SignalAtLastEvaluation.prepare(cfg)
+    t = Trainer(task.build_model(), task, cfg.train, tmp_path / "sig", progress=False)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            t.fit()
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert SignalAtLastEvaluation.calls == 4
+    assert runfolder.read_state(tmp_path / "sig" / runfolder.STATE).step == 12
+    assert (tmp_path / "sig" / runfolder.LOSS_PNG).is_file()
+
+
 def test_gradient_accumulation_matches_a_larger_batch(text_file, tmp_path):
     # no dropout: its masks differ between one batch of 8 and two of 4; fp32 and one backend, pinned:
     # "auto" may pick bf16 (on a CPU with native bf16) or, for batches of 4 and 8, two backends

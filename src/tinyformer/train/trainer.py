@@ -198,6 +198,8 @@ class Trainer:
             self.plot()  # once per fit, not at every save: `tinyformer info RUN --plot` redraws it any time
         distributed.barrier(self.world)  # no rank leaves before rank 0 has written
         self.log.close()
+        if self._signal is not None and status != "interrupted":  # it came after the last step: the run ended
+            signal.raise_signal(self._signal)  # whole and saved; the caller's handler stops the command now
         signum = (self._signal or signal.SIGINT) if status == "interrupted" else 0  # another rank's: SIGINT
         return FitResult(status, self.step, self.best_val, self.train_seconds, self.diverged, signum)
 
