@@ -4,10 +4,11 @@ The run measures this machine's speed in its own first steps (`MEASURE` of them,
 out), then sizes its schedule so that training, evaluations included, ends at the budget: `max_iters` from the
 measured seconds per step, the warmup and the evaluation cadence at the same fraction of the run as the
 config's (a preset's 100 warmup steps of 3,000 stay 1/30 of the run, its evaluations as many as it had, at
-most `MAX_EVALS`), the cosine (or wsd) decay ending at the new last step. At every evaluation it measures
-again and moves the last step, so a machine that slows down or speeds up still ends on time; the learning
-rate stays a pure function of (step, plan), and the plan is saved with each checkpoint, so a resumed run
-continues the same schedule. If the budget runs out anyway, the run evaluates, saves and ends there.
+most `MAX_EVALS`), the cosine (or wsd) decay ending at the new last step. After every step (and every
+evaluation) it measures again and moves the last step, so a machine that slows down or speeds up, even in a
+run's last stretch, still ends on time; the learning rate stays a pure function of (step, plan), and the plan
+is saved with each checkpoint, so a resumed run continues the same schedule. If the budget runs out anyway,
+the run evaluates, saves and ends there.
 
 What it chooses before the run: for a task with a budget table and a run given no `--config`, the model's shape,
 dropout, batch and learning rate come from the table's row for the budget (`row_for`): the shipped preset
@@ -63,7 +64,7 @@ class Plan:
     eval_s: float = 0.0  # the measured seconds per evaluation (their mean)
     eval_seconds: float = 0.0  # time spent in evaluations so far (train_seconds excludes it)
     evals: int = 0  # evaluations so far
-    plans: int = 0  # how many times the run has planned (1 after the first measurement)
+    plans: int = 0  # how many times the run has planned (0: not yet; then once a step and at each evaluation)
 
     def apply(self, config: TrainConfig) -> TrainConfig:
         """`config` with this plan's steps, warmup and evaluation cadence."""

@@ -204,9 +204,10 @@ class Trainer:
         return FitResult(status, self.step, self.best_val, self.train_seconds, self.diverged, signum)
 
     def _keep_to_budget(self, bar, until: int | None) -> int:
-        """train.time_budget, after each step: the first plan once `budget.MEASURE` steps are timed (the later ones
-        come with each evaluation, `_budget_evaluated`); when the budget is spent, end here. A run that ends at
-        this step gets its last evaluation. -> the step the loop now ends at."""
+        """train.time_budget, after each step: the first plan once `budget.MEASURE` steps are timed, then a new
+        last step from the latest step times at every step (a machine whose speed moves between evaluations
+        still ends on time); when the budget is spent, end here. A run that ends at this step gets its last
+        evaluation. -> the step the loop now ends at."""
         plan = self.plan
         if budget.over(plan, self.train_seconds):
             self._follow(dataclasses.replace(plan, max_iters=min(self.step, plan.max_iters)))
@@ -215,6 +216,8 @@ class Trainer:
             self._follow(budget.replan(plan, self.original, self.step, self.train_seconds, self._recent()))
             left = datetime.timedelta(seconds=self.plan.budget - self.train_seconds - self.plan.eval_seconds)
             bar.write(f"{self.plan.line()}; ends about {datetime.datetime.now() + left:%H:%M}")
+        elif plan.plans and self.step < plan.max_iters:
+            self._follow(budget.replan(plan, self.original, self.step, self.train_seconds, self._recent()))
         if self.step >= self.config.max_iters and self.evaluated_at != self.step:
             self._evaluate(bar)
         bar.total = self.config.max_iters if until is None else min(until, self.config.max_iters)
