@@ -87,14 +87,19 @@ class SignalAt(GPTTask):
         return super().training_step(model, batch)
 
 
+def signalling_trainer(task_cls, text_file, run_dir):
+    """A Trainer of the tiny run on `task_cls`, a GPTTask that sends itself a signal at some moment."""
+    cfg = tiny_run_config(text_file)
+    seed_everything(cfg.train.seed)
+    task = task_cls.prepare(cfg)
+    return Trainer(task.build_model(), task, cfg.train, run_dir, progress=False)
+
+
 def test_sigint_saves_a_checkpoint_that_resumes_exactly(text_file, tmp_path):
     full = make_trainer(text_file, tmp_path / "full")
     full.fit()
-    cfg = tiny_run_config(text_file)
-    seed_everything(cfg.train.seed)
     SignalAt.calls = 0
-    task = SignalAt.prepare(cfg)
-    t = Trainer(task.build_model(), task, cfg.train, tmp_path / "sig", progress=False)
+    t = signalling_trainer(SignalAt, text_file, tmp_path / "sig")
     # Ctrl-C as in a terminal: the suite may run from a background job, where SIGINT is ignored and stays so
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
@@ -125,11 +130,8 @@ class SignalAtLastEvaluation(GPTTask):
 def test_a_signal_after_the_last_step_stops_the_caller_once_the_run_is_saved(text_file, tmp_path):
     """Caught by the loop's handler too late for the loop to act on it, the signal is not lost: the finished run
     is saved and plotted, then the caller's handler gets it (the command stops instead of sampling on)."""
-    cfg = tiny_run_config(text_file)
-    seed_everything(cfg.train.seed)
     SignalAtLastEvaluation.calls = 0
-    task = SignalAtLastEvaluation.prepare(cfg)
-    t = Trainer(task.build_model(), task, cfg.train, tmp_path / "sig", progress=False)
+    t = signalling_trainer(SignalAtLastEvaluation, text_file, tmp_path / "sig")
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
