@@ -402,3 +402,21 @@ def test_without_a_terminal_training_prints_a_line_at_least_every_quiet_s(text_f
     monkeypatch.setattr(trainer, "QUIET_S", 3600.0)  # the default's effect on a short run: eval lines only
     assert main([*args, "--out", str(tmp_path / "b")]) == 0
     assert ": train loss " not in capsys.readouterr().out
+
+
+def test_a_time_budget_run_says_it_plans_its_steps_and_resumed_once_ended_that_it_had_finished(
+    text_file, tmp_path, capsys
+):
+    """The header of a `--time` run gives its budget, not the config's step count its plan replaces; resumed
+    after its end it trains nothing and says so, pointing to a longer --time (its budget is kept)."""
+    from tinyformer import runfolder
+
+    run = tmp_path / "run"
+    assert main(["train", "gpt", "--data", str(text_file), *TINY, *FAST, "--time", "2s", "--out", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "step 0, for 2 s (its steps planned once its first steps are timed)" in out and "step 0/" not in out
+    step = runfolder.read_state(run / runfolder.STATE).step
+    assert main(["train", "gpt", "--resume", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert f"step {step}/{step} planned for 2 s" in out and f"done: step {step}," in out
+    assert "already finished: nothing was trained" in out and "a new run with a longer --time" in out

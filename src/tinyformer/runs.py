@@ -224,11 +224,21 @@ def _trainer(config, task_cls, run_dir, tokenizer, resume, progress, world, devi
         print(
             f"{config.task}: {n_params:,} parameters on {trainer.device.type}{ranks} in "
             f"{describe_precision(trainer.device, config.train.precision)} | "
-            f"step {trainer.step}/{config.train.max_iters} | run folder {run_dir}"
+            f"{steps_text(trainer)} | run folder {run_dir}"
         )
         if trainer.attention is not None:
             print(trainer.attention.line(resumed=trainer.attention_reused))
     return trainer
+
+
+def steps_text(trainer) -> str:
+    """Where the run stands in its steps: "step 0/3000"; a --time run's count is its plan's, once it has one."""
+    plan = trainer.plan
+    if plan is None:
+        return f"step {trainer.step}/{trainer.config.max_iters}"
+    if not plan.plans:
+        return f"step {trainer.step}, for {plan.budget:,.0f} s (its steps planned once its first steps are timed)"
+    return f"step {trainer.step}/{plan.max_iters} planned for {plan.budget:,.0f} s"
 
 
 def load_source(where: str) -> Run | Path:

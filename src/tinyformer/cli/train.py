@@ -99,11 +99,13 @@ def cmd_train(a: argparse.Namespace) -> int:
         f"done: step {result.step}, best val {task_cls.select} {result.best_val:.4f}, "
         f"{result.train_seconds:.0f} s of training ({tps:,.0f} tokens/s); see {run_dir}/loss.png"
     )
-    if a.resume and trainer.resumed_at >= config.train.max_iters:
-        print(
-            f"it had already finished: nothing was trained. To train it further: tinyformer train {a.task} "
-            f"--resume {run_dir} --set train.max_iters=N, with N above {trainer.resumed_at}"
+    if a.resume and trainer.resumed_at >= trainer.config.max_iters:  # (a --time run's: its plan's last step)
+        further = (
+            "a new run with a longer --time (a run keeps the budget it was planned for)"
+            if trainer.plan is not None
+            else f"tinyformer train {a.task} --resume {run_dir} --set train.max_iters=N, with N above {result.step}"
         )
+        print(f"it had already finished: nothing was trained. To train it further: {further}")
     return 0
 
 
