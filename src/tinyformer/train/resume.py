@@ -51,7 +51,7 @@ def restore(trainer: Resumable, inexact: bool = False) -> TrainerState:
         if not inexact:
             raise
         return _load_weights_only(trainer)
-    if trainer.config.max_iters < state.step:
+    if not trainer.config.time_budget and trainer.config.max_iters < state.step:  # (a --time run: its plan's)
         raise UserError(
             f"train.max_iters={trainer.config.max_iters} is below step {state.step}, where this run already is; "
             "give a larger value to continue it"
