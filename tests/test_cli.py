@@ -420,3 +420,13 @@ def test_a_time_budget_run_says_it_plans_its_steps_and_resumed_once_ended_that_i
     out = capsys.readouterr().out
     assert f"step {step}/{step} planned for 2 s" in out and f"done: step {step}," in out
     assert "already finished: nothing was trained" in out and "a new run with a longer --time" in out
+
+
+@pytest.mark.parametrize("duration", ["99999999h", "8761h"])
+def test_a_time_budget_over_a_year_is_one_line_and_makes_no_folder(duration, text_file, tmp_path, capsys):
+    """A --time no run could mean (99999999h once trained, then crashed printing its end's clock time)."""
+    out = tmp_path / "run"
+    assert main(["train", "gpt", "--data", str(text_file), *TINY, "--time", duration, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "(--time)" in err[0] and "a year" in err[0], err
+    assert not out.exists()

@@ -82,6 +82,10 @@ NOT_KEYS = {  # names users bring from other tools that have no one-to-one key h
 TOKENIZERS = ("char", "bpe")  # data.tokenizer of a language model
 
 
+MAX_TIME_BUDGET = 365 * 24 * 3600  # train.time_budget's ceiling, a year: more is a typo (99999999h trained, then
+# crashed printing its end's clock time)
+
+
 @dataclass
 class DataConfig:
     path: str = ""  # text file; "" = --data, then $TINYFORMER_DATA, then cache/download
@@ -156,8 +160,11 @@ class TrainConfig:
         if not (self.warmup_iters >= 0 and self.min_lr >= 0 and self.grad_clip >= 0):
             raise UserError("train.warmup_iters, train.min_lr and train.grad_clip must be >= 0")
         check_seed("train.seed", self.seed)
-        if not (math.isfinite(self.time_budget) and self.time_budget >= 0):
-            raise UserError(f"train.time_budget={self.time_budget} must be a number of seconds >= 0 (0 = off)")
+        if not (math.isfinite(self.time_budget) and 0 <= self.time_budget <= MAX_TIME_BUDGET):
+            raise UserError(
+                f"train.time_budget={self.time_budget:g} (--time) must be a number of seconds from 0 (off) to "
+                f"{MAX_TIME_BUDGET:,} (a year)"
+            )
         if self.stop_at:
             stop_target(self.stop_at)
 
