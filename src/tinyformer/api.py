@@ -130,12 +130,10 @@ def evaluate(run, **options: Any) -> str:
 
 def summary(run) -> str:
     """One line: the run's folder and task, how far it trained, its best validation score."""
-    from tinyformer.runs import best_val
-
     run = _run(run)
-    step, end = run.state.step, run.config.train.max_iters
+    step, end, best = run.state.step, run.config.train.max_iters, run.state.best_val
     done = "finished" if step >= end or run.state.reached else "unfinished: train it again to go on"
-    return f"{run.path}: {run.config.task}, step {step}/{end} ({done}), best val {run.task.select} {best_val(run):.4f}"
+    return f"{run.path}: {run.config.task}, step {step}/{end} ({done}), best val {run.task.select} {best:.4f}"
 
 
 def info(run) -> str:
@@ -252,18 +250,13 @@ def experiment(name: str, *, out=None, quick: bool = False, data=None, mlm=None,
     if name not in EXPERIMENTS:
         raise UserError(f"experiment {name!r} is not one of {', '.join(EXPERIMENTS)}")
     study = EXPERIMENTS[name]
-    if mlm and not study.mlm:
-        takers = " and ".join(k for k, s in EXPERIMENTS.items() if s.mlm)
-        raise UserError(f"--mlm applies to the {takers} experiments, not {name!r}")
-    if nanogpt and not study.nanogpt:
-        takers = " and ".join(k for k, s in EXPERIMENTS.items() if s.nanogpt)
-        raise UserError(f"--nanogpt applies to the {takers} experiments, not {name!r}")
-    if minutes is not None and not study.minutes:
-        takers = " and ".join(k for k, s in EXPERIMENTS.items() if s.minutes)
-        raise UserError(f"--minutes applies to the {takers} experiment, not {name!r}")
-    need(f"experiment {name}", *study.needs)
     extra = ({"mlm": str(mlm)} if mlm else {}) | ({"nanogpt": str(nanogpt)} if nanogpt else {})
     extra |= {"minutes": minutes} if minutes is not None else {}
+    for flag, studies in (("mlm", "experiments"), ("nanogpt", "experiments"), ("minutes", "experiment")):
+        if flag in extra and not getattr(study, flag):
+            takers = " and ".join(k for k, s in EXPERIMENTS.items() if getattr(s, flag))
+            raise UserError(f"--{flag} applies to the {takers} {studies}, not {name!r}")
+    need(f"experiment {name}", *study.needs)
     return Report(Path(study(str(out) if out else None, quick=quick, data=data, **extra)))
 
 
