@@ -6,11 +6,14 @@
 
 Prints: functions over 40 and over 60 lines (the longest named), files over 300 lines (named), the length of
 `Trainer` (src/tinyformer/train/trainer.py), the modules outside tinyformer.train that import it (at their
-top or inside functions), and the pairs of repeated six-line runs as the `duplicates` command counts them
-(`--repo ROOT --seconds 60`; "n/a" where that command is not on PATH).
+top or inside functions), the pairs of places repeating a six-line run (named) as `tools/sizes.py` counts
+them, and beside them the `duplicates` command's count (`--repo ROOT --seconds 60`; "n/a" where that command
+is not on PATH).
 
-A function's length is its `def` line to its last line (decorators and docstring included); a nested
-function counts on its own and inside the function that holds it. A file's length is its line count.
+The lengths and the pairs are measured as `tests/test_sizes.py` holds them to DESIGN.md's limits, by the same
+code (`tools/sizes.py`): a function's length is its first line (a decorator's, else its `def`) to its last
+(its docstring included); a nested function counts on its own and inside the function that holds it. A file's
+length is its line count.
 """
 
 from __future__ import annotations
@@ -19,46 +22,20 @@ import argparse
 import ast
 import shutil
 import subprocess
-from dataclasses import dataclass
+import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1] / "src"
+REPOSITORY = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPOSITORY))  # the repository's tools/, beside scripts/
+from tools.sizes import FILE_LINES, every_function, file_lengths, modules, repeated_pairs  # noqa: E402
+
+ROOT = REPOSITORY / "src"
 TRAIN = "tinyformer.train"
-
-
-@dataclass(frozen=True)
-class Function:
-    where: str  # path:line, relative to the root
-    name: str  # qualified: Class.method, outer.inner
-    lines: int
-
-
-def modules(root: Path) -> list[Path]:
-    return sorted((root / "tinyformer").rglob("*.py"))
 
 
 def module_name(root: Path, path: Path) -> str:
     parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def functions(root: Path, path: Path) -> list[Function]:
-    found: list[Function] = []
-    rel = path.relative_to(root).as_posix()
-
-    def visit(node: ast.AST, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                name = prefix + child.name
-                found.append(Function(f"{rel}:{child.lineno}", name, child.end_lineno - child.lineno + 1))
-                visit(child, name + ".")
-            elif isinstance(child, ast.ClassDef):
-                visit(child, prefix + child.name + ".")
-            else:
-                visit(child, prefix)
-
-    visit(ast.parse(path.read_text(encoding="utf-8")), "")
-    return found
 
 
 def trainer_length(root: Path) -> int | None:
@@ -112,8 +89,7 @@ def duplicate_pairs(root: Path) -> str:
 
 
 def report(root: Path) -> None:
-    paths = modules(root)
-    every = sorted((f for p in paths for f in functions(root, p)), key=lambda f: -f.lines)
+    every = every_function(root)
     print(f"root: {root}")
     for limit in (40, 60):
         over = [f for f in every if f.lines > limit]
@@ -122,18 +98,20 @@ def report(root: Path) -> None:
         print(f"  longest: {f.name} ({f.where}), {f.lines} lines")
     for f in (f for f in every if f.lines > 40):
         print(f"    {f.lines:>4}  {f.name}  {f.where}")
-    long_files = sorted(((len(p.read_text(encoding="utf-8").splitlines()), p) for p in paths), reverse=True)
-    long_files = [(n, p) for n, p in long_files if n > 300]
-    print(f"files over 300 lines: {len(long_files)}")
+    long_files = [(n, p) for n, p in file_lengths(root) if n > FILE_LINES]
+    print(f"files over {FILE_LINES} lines: {len(long_files)}")
     for n, p in long_files:
-        print(f"    {n:>4}  {p.relative_to(root).as_posix()}")
+        print(f"    {n:>4}  {p}")
     length = trainer_length(root)
     print(f"Trainer: {length if length is not None else 'n/a'} lines")
     importers = train_importers(root)
     print(f"modules outside {TRAIN} importing it: {len(importers)}")
     for m in importers:
         print(f"    {m}")
-    print(f"duplicate pairs (six-line runs): {duplicate_pairs(root)}")
+    pairs = repeated_pairs(root)
+    print(f"pairs of places repeating a six-line run: {len(pairs)} (the duplicates command: {duplicate_pairs(root)})")
+    for pair in pairs:
+        print(f"    {pair}")
 
 
 def main() -> None:
