@@ -49,13 +49,20 @@ check: $(VENV)/.dev
 #   make lab          fill the pages from what runs/ holds (a source it lacks keeps the committed values)
 #   make lab TRAIN=1  first make every source runs/ lacks: a plan with minutes estimated for this machine, then
 #                     the sources side by side, one per core, with the time left (interrupted: run it again)
+#   make lab VERIFY=1 first check every source whose code changed since it was made by its behaviour: its CI-size
+#                     build made again here and at its stamped commit (at most 10 minutes on 2 cores); a source
+#                     whose build is bit-identical says "behaviour unchanged through" HEAD, another says what moved
 #   make lab PLAN=1   print that plan and stop;  make lab ONLY=experiments/ablation  make that one source
 #   make lab QUICK=1  every source at CI size under runs/lab-quick, pages to runs/lab-quick/docs
 #   make lab ONLY=experiments/speedrun NANOGPT=~/nanoGPT  a source beyond the hour (nanoGPT beside ours); so is
 #                     each budget of the budgets study: ONLY=experiments/budgets/10min (1min, 3min, 10min, 30min)
 lab: $(VENV)/.dev
+ifneq ($(filter 1 yes true,$(VERIFY)),)
+	$(BIN)/tinyformer lab verify $(foreach s,$(ONLY),--only $(s))
+else
 	$(if $(NANOGPT),TINYFORMER_NANOGPT=$(NANOGPT) )$(BIN)/tinyformer lab build $(if $(filter 1 yes true,$(TRAIN)),--train) $(if $(filter 1 yes true,$(QUICK)),--quick) \
 		$(if $(filter 1 yes true,$(PLAN)),--train --plan) $(foreach s,$(ONLY),--only $(s))
+endif
 
 # The guide's notebooks (notebooks/{en,zh}): made from the guide's sources, committed without outputs.
 notebooks: $(VENV)/.core

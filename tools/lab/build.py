@@ -33,6 +33,7 @@ from tinyformer.runfolder import STATE, is_run
 from tools.lab import plan
 from tools.lab.render import FRONT, Page, front_page, index, leftovers, render, templates, typed_numbers
 from tools.lab.stamps import changed_since, code_of, read_stamp, repository, stamp
+from tools.lab.verify import made_now
 
 TEMPLATES = Path("docs/lab/templates")  # from the root of the clone: the pages' templates and the README's
 
@@ -76,9 +77,10 @@ def produce(
             raise UserError(f"lab: `tinyformer {line}` failed with exit code {code}")
         if source.stdout:
             write_text(folder / "stdout.txt", captured.getvalue())
-    m = machine()
+    m, wall, root = machine(), time.monotonic() - began, repository(Path.cwd())
     where = f"{m['cpu']}, {m['gpu'] or 'no GPU'}, torch {m['torch']}"
-    stamp(runs / source.stamp, repository(Path.cwd()), time.monotonic() - began, speed, where)
+    fingerprint = made_now(root, runs, source.name) if root and not quick else None  # its behaviour at CI size
+    stamp(runs / source.stamp, root, wall, speed, where, fingerprint)
 
 
 NANOGPT = "TINYFORMER_NANOGPT"  # the environment variable that names a nanoGPT checkout ("{nanogpt}" in a command)
@@ -99,6 +101,14 @@ def fill_nanogpt(argv: list[str]) -> list[str]:
     if not (folder / "train.py").is_file():
         raise UserError(f"lab: {NANOGPT}={checkout!r}: no nanoGPT checkout there (its train.py)")
     return [str(folder) if a == "{nanogpt}" else a for a in argv]
+
+
+def guide_texts(source: Path, front: Path | None) -> dict[Path, str]:
+    """The pages' templates in `source`, and the front page's (`source/README.md`) when `front` is asked for."""
+    texts = templates(source)
+    if front is not None and (source / FRONT).is_file():
+        texts[source / FRONT] = read_text(source / FRONT)
+    return texts
 
 
 def used_sources(texts: dict[Path, str]) -> list[str]:
@@ -143,6 +153,7 @@ def measure(
         source, folder = SOURCES[name], runs / SOURCES[name].path
         every = quick or (train and not source.extra)  # the hour's build: every source but the extras
         wanted = name in only if only else every or (source.cheap and inputs_ready(source, runs))
+        wanted = wanted and jobs > 0  # no workers (`lab verify`): make nothing, fill the pages from what is there
         if wanted and not complete(source, folder, quick):
             todo.append(name)
         elif train and not quick and not only and source.extra and not complete(source, folder):
@@ -209,7 +220,7 @@ def resolve(
         elif name in before:
             out.stamps[name] = previous.get("stamps", {}).get(name, {})
     for name, record in out.stamps.items():
-        changed = changed_since(root, record, code_of(SOURCES[name].argv(False)))
+        changed = stale_of(root, name, record)
         if changed:
             out.stale[name] = changed
         last = previous.get("stamps", {}).get(name, {})
@@ -235,6 +246,15 @@ def resolve(
             out.missing.append(name)
     out.unreproduced = unreproduced(previous.get("values", {}), out.values, out.same)
     return out
+
+
+def stale_of(root: Path | None, name: str, record: dict) -> list[str] | None:
+    """Why source `name`'s facts (its stamp: `record`) are stale: the files of its code changed since it was made,
+    or since its last check by behaviour (`tools.lab.verify`), else what that check found moved; [] when
+    neither, None when it cannot be told (see `changed_since`)."""
+    checked = record.get("checked", {})
+    changed = changed_since(root, record | checked, code_of(SOURCES[name].argv(False)))
+    return changed or checked.get("moved") or changed
 
 
 MEASURED = re.compile(  # a fact that measures the machine (a time, a speed, memory), not the computation
@@ -293,8 +313,8 @@ def build(
     print the plan and stop). `front`: where the front page (`source/README.md`, the project's README) goes,
     filled from the same facts."""
     texts = templates(source)
-    front_template = read_text(source / FRONT) if front is not None and (source / FRONT).is_file() else None
-    everything = texts | ({source / FRONT: front_template} if front_template is not None else {})
+    everything = guide_texts(source, front)
+    front_template = everything.get(source / FRONT)
     typed = [f"{p.parent.name}/{p.name}: {n}" for p, t in everything.items() for n in typed_numbers(t)]
     if typed:
         raise UserError(f"lab: results typed into templates (use a placeholder): {'; '.join(typed[:10])}")

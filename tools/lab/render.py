@@ -178,9 +178,15 @@ def provenance(facts: dict) -> list[str]:
             "",
         ]
     hours = sum(r.get("wall_s", 0) for r in stamped) / 3600
+    checked = sum(bool(r.get("checked")) for r in stamped)
     lines += [
         f"{len(stamped)} of {len(stamps)} sources carry a stamp, {hours:.2f} hours of commands in all; "
-        + (f"stale, as their code changed since: {', '.join(sorted(stale))}." if stale else "none is stale."),
+        + (
+            f"stale, as their behaviour at CI size moved or their code changed unchecked: {', '.join(sorted(stale))}."
+            if stale
+            else "none is stale."
+        )
+        + (f" {checked} were checked by behaviour (`make lab VERIFY=1`)." if checked else ""),
         "",
         "| source | made at (commit, date) | machine | minutes |",
         "|---|---|---|---|",

@@ -160,8 +160,11 @@ def repository(start: Path) -> Path | None:
     return Path(top) if top else None
 
 
-def stamp(path: Path, root: Path | None, wall: float, speed: float | None, machine: str) -> dict:
-    """Write a source's stamp (the file `path`): what made it, where, when and in how long; returns it."""
+def stamp(
+    path: Path, root: Path | None, wall: float, speed: float | None, machine: str, fingerprint: dict | None = None
+) -> dict:
+    """Write a source's stamp (the file `path`): what made it, where, when and in how long, and what its code
+    makes at CI size (`fingerprint`, `tools.lab.verify`); returns it."""
     commit = git(root, "rev-parse", "--short=10", "HEAD") if root else None
     dirty = bool(git(root, "status", "--porcelain", "--", "src", "configs")) if commit else False
     record = {
@@ -172,7 +175,7 @@ def stamp(path: Path, root: Path | None, wall: float, speed: float | None, machi
         "wall_s": round(wall, 1),
         "speed": speed,
         "calibration": CALIBRATION,
-    }
+    } | ({"fingerprint": fingerprint} if fingerprint else {})
     write_text(path, json.dumps(record, indent=2) + "\n")
     return record
 

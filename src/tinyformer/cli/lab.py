@@ -35,6 +35,7 @@ def add_lab(p: argparse.ArgumentParser) -> None:
         "--jobs", type=int, default=os.cpu_count() or 1, help="sources made at once (default: this machine's cores)"
     )
     b.add_argument("--plan", action="store_true", help="print what would be made and the estimate, make nothing")
+
     b.add_argument(
         "--quick",
         action="store_true",
@@ -43,6 +44,15 @@ def add_lab(p: argparse.ArgumentParser) -> None:
     b.add_argument("--runs", help=f"the runs root (default: runs, or {QUICK_RUNS} with --quick)")
     b.add_argument("--out", help=f"where pages go (default: docs/lab, or {QUICK_RUNS}/docs with --quick)")
     b.set_defaults(handler=cmd_build)
+    v = sub.add_parser(
+        "verify",
+        help="check by behaviour each source whose code changed since it was made (its CI-size build, here and at "
+        "its stamped commit), then fill the pages (in a clone)",
+    )
+    v.add_argument("--only", action="append", default=[], metavar="SOURCE", help="check this source (repeatable)")
+    v.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="builds at once (default: the cores)")
+    v.add_argument("--runs", default="runs", help="the runs root; scratch builds go to RUNS/lab-verify")
+    v.set_defaults(handler=cmd_verify)
     r = sub.add_parser("recipes", help="print, per course recipe, every key where a shipped preset differs from it")
     r.add_argument("task", nargs="?", choices=tuple(RECIPES), help="one recipe's table (default: every one)")
     r.add_argument("--lang", choices=("en", "zh"), default="en", help="the text's language (the guide's pages)")
@@ -72,17 +82,31 @@ def clone_tool(action: str, name: str) -> ModuleType:
 
 
 def cmd_build(a: argparse.Namespace) -> int:
+    if a.jobs < 1 and a.handler is cmd_build:
+        raise UserError(f"--jobs {a.jobs}: give 1 or more")
     build, notebooks = clone_tool("build", "build"), clone_tool("build", "notebooks")
     runs = Path(a.runs or (QUICK_RUNS if a.quick else "runs"))
     out = Path(a.out or (QUICK_RUNS / "docs" if a.quick else GUIDE))
     front = FRONT if out == GUIDE else out / "front-page.md"  # the README, filled from the same facts
-    if a.jobs < 1:
-        raise UserError(f"--jobs {a.jobs}: give 1 or more")
     build.build(build.TEMPLATES, out, runs, a.quick, a.train, a.cli, front, tuple(a.only), a.jobs, a.plan)
     if out == GUIDE and not a.plan:  # the guide changed: its notebooks follow
         for rel in notebooks.write_all(notebooks.repository()):
             print(f"lab: wrote {rel}")
     return 0
+
+
+def cmd_verify(a: argparse.Namespace) -> int:
+    build, verify = clone_tool("verify", "build"), clone_tool("verify", "verify")
+    names = build.used_sources(build.guide_texts(build.TEMPLATES, FRONT))
+    unknown = [n for n in a.only if n not in names]
+    if unknown:
+        raise UserError(f"lab verify --only {unknown[0]}: no page reads it (all: make lab PLAN=1)")
+    if a.jobs < 1:
+        raise UserError(f"--jobs {a.jobs}: give 1 or more")
+    verify.verify(Path.cwd(), GUIDE, Path(a.runs), list(a.only) or names, a.jobs)
+    a.train = a.quick = a.plan = False
+    a.only, a.out, a.jobs = [], None, 0  # no workers: the pages are filled, nothing is made
+    return cmd_build(a)
 
 
 def cmd_notebooks(a: argparse.Namespace) -> int:

@@ -47,11 +47,23 @@ def _quoted(arg: str) -> str:
 
 
 def made_text(record: dict, changed: list[str] | None) -> str:
-    """The `made` fact: the commit and date a source's facts come from (its stamp, written by the build), and
-    `stale` when its code changed since (`changed`: the files, as the build found them)."""
+    """The `made` fact: the commit and date a source's facts come from (its stamp, written by the build), then
+    what its last check by behaviour found (`record["checked"]`, `make lab VERIFY=1`): `stale` when its CI-size
+    build moved, or when its code (`changed`: the files, as the build found them) changed since it was made or
+    last checked; else `behaviour unchanged through` the commit checked."""
     if not record.get("commit"):
         return "not stamped (made before the lab stamped its facts)"
     text = f"{record['commit'][:7]}{'+' if record.get('dirty') else ''}, {record['date'][:10]}"
+    checked = record.get("checked") or {}
+    if checked.get("moved"):
+        what = checked["moved"]
+        more = f" and {len(what) - 3} more" if len(what) > 3 else ""
+        return f"{text}, stale: behaviour changed by {checked['commit'][:7]} ({'; '.join(what[:3])}{more})"
     if changed:
-        return f"{text}, stale: {len(changed)} file{'s' if len(changed) > 1 else ''} of its code changed since"
+        files = f"{len(changed)} file{'s' if len(changed) > 1 else ''}"
+        if checked:
+            return f"{text}, stale: {files} of its code changed since {checked['commit'][:7]}, not checked"
+        return f"{text}, stale: {files} of its code changed since"
+    if checked:
+        return f"{text}, behaviour unchanged through {checked['commit'][:7]}"
     return text
