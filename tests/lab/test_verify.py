@@ -46,7 +46,8 @@ def clone(tmp_path_factory) -> tuple[Path, dict]:
     git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "made")
     commit = git(root, "rev-parse", "--short=10", "HEAD")
     stamps = {n: {"commit": commit, "date": "2026-12-07 00:00 UTC", "dirty": False} for n in NAMES}
-    stamps["lab/demo"]["fingerprint"] = made_now(root, root / "runs", "lab/demo")
+    made = made_now(root, root / "runs", "lab/demo")
+    stamps["lab/demo"]["fingerprints"] = {made["kind"]: made}
     return root, stamps
 
 
@@ -96,7 +97,7 @@ def test_a_commit_that_changes_no_behaviour_keeps_every_source_fresh(clone, tmp_
         assert record["commit"] == head
         text = made_text(after[name], [])
         assert text.endswith(f"behaviour unchanged through {head[:7]}") and "stale" not in text, text
-    assert after["lab/reverse-fast"]["fingerprint"]["weights"]  # made again at the stamped commit, kept
+    assert after["lab/reverse-fast"]["fingerprints"][found["lab/reverse-fast"]["kind"]]["weights"]  # made again
 
 
 def test_a_commit_that_moves_a_number_stales_exactly_the_sources_it_reaches_and_names_what_moved(clone, tmp_path):

@@ -175,7 +175,7 @@ def stamp(
         "wall_s": round(wall, 1),
         "speed": speed,
         "calibration": CALIBRATION,
-    } | ({"fingerprint": fingerprint} if fingerprint else {})
+    } | ({"fingerprints": {fingerprint["kind"]: fingerprint}} if fingerprint else {})
     write_text(path, json.dumps(record, indent=2) + "\n")
     return record
 

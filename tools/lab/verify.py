@@ -11,9 +11,10 @@ root) is made again at HEAD, and its *fingerprint* compared with the one its sta
 - its printed output (a `stdout` source), less the lines that state a time or a speed.
 
 A fingerprint holds on one CPU kind (`cpu_kind`: the vendor, the kernels torch picks, native bf16 and AMX, the
-torch version), where the same code makes the same bits. The stamp keeps the fingerprint of its commit on the
-kind it was made or checked on; where this machine is of another kind, or the stamp has none (made before
-fingerprints), the stamped commit's build is made again here, in a scratch worktree of that commit.
+torch version), where the same code makes the same bits. The stamp keeps its commit's fingerprint on each kind
+it was made or checked on (`fingerprints`: kind -> fingerprint); where it has none of this machine's kind (made
+before fingerprints, or on other CPUs), the stamped commit's build is made again here, in a scratch worktree of
+that commit, and kept beside the others.
 
 Equal fingerprints: the source is *behaviour unchanged*, and its stamp records through which commit
 (`verified`), so the next check starts from there. Different: it is stale, and the stamp names what moved
@@ -279,9 +280,9 @@ def check(root: Path, stamps: dict[str, dict], names: list[str], scratch: Path, 
     head, kind = git(root, "rev-parse", "--short=10", "HEAD"), cpu_kind()
     at: dict[str, list[str]] = {"HEAD": list(names)}  # where -> the sources to build there
     for name in names:
-        if stamps[name].get("fingerprint", {}).get("kind") != kind:
+        if kind not in stamps[name].get("fingerprints", {}):
             at.setdefault(stamps[name]["commit"], []).append(name)
-    cost = {n: stamps[n].get("fingerprint", {}).get("seconds", 15.0) for n in names}
+    cost = {n: stamps[n].get("fingerprints", {}).get(kind, {}).get("seconds", 15.0) for n in names}
     left, began, seconds = [sum(map(len, at.values()))], time.monotonic(), {}
 
     def made(where: str, wanted: list[str]) -> Callable[[str, float], None]:
@@ -309,7 +310,7 @@ def check(root: Path, stamps: dict[str, dict], names: list[str], scratch: Path, 
     finish(jobs=jobs, start=starts)
     out = {}
     for name in names:
-        before = stamps[name].get("fingerprint")
+        before = stamps[name].get("fingerprints", {}).get(kind)
         if name in at.get(stamps[name]["commit"], ()):
             before = fingerprint(name, scratch / stamps[name]["commit"]) | {"seconds": seconds.get(("HEAD", name))}
         date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -366,7 +367,7 @@ def verify(root: Path, docs: Path, runs: Path, names: list[str], jobs: int = 2) 
     finally:
         drop_worktrees(root, scratch)
     for name, record in found.items():
-        stamps[name]["fingerprint"] = record.pop("fingerprint")
+        stamps[name].setdefault("fingerprints", {})[record["kind"]] = record.pop("fingerprint")
         stamps[name]["checked"] = record
         verdict = f"stale, moved: {'; '.join(record['moved'][:5])}" if record["moved"] else "behaviour unchanged"
         print(f"lab verify: {name}: {verdict}", flush=True)
