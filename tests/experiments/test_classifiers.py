@@ -23,6 +23,9 @@ def test_quick_bakeoff_reports_every_encoder_and_reuses_its_runs(quick_study, mo
         assert float(row.split("|")[4]) == pytest.approx(scores["acc"], abs=5e-5)
         assert float(row.split("|")[5]) == pytest.approx(scores["macro_f1"], abs=5e-5)
         assert (tmp_path / name / "confusion.png").is_file()
+    speed = {n: next(line for line in text.splitlines() if line.startswith(f"| {n} |")).split("|")[8] for n in cells}
+    assert speed["transformer-scratch"] == speed["transformer-pretrained"]  # one architecture: timed once
+    assert all(float(v.replace(",", "")) > 0 for v in speed.values())
     assert "| majority class |" in text and "perplexity" in text and "| filler | probability |" in text
     img = matplotlib.image.imread(tmp_path / "accuracy_vs_params.png")
     assert img.shape[0] > 300 and float(img[..., :3].std()) > 0.05

@@ -120,7 +120,8 @@ def minilm_report(results: list[CellResult], others: list[CellResult], folder: P
         f"{c.model.dropout}, mean pooling; a step took {statistics.mean(steps):.1f} s on average, and the "
         f"{len(results)} MiniLM runs trained for {sum(r.run.state.train_seconds for r in results):.0f} s in all. "
         "The small-Transformer rows, when present, are read from their run folders as they are (their own "
-        "tokenizer; their budget is in the table).",
+        "tokenizer; their budget is in the table). Inference ex/s: test examples per second in batches of 64, "
+        "timed once per architecture (the rows of one architecture differ only in their weights).",
         "",
         "## Summary (mean ± sd over seeds)\n",
         markdown_table(["rows", "what", "parameters", "seeds", "test accuracy", "test macro-F1"], summary),
