@@ -197,9 +197,10 @@ def name_mentions(text: str, unseen_fraction: float = 0.2, seed: int = 0) -> Nam
     rng = random.Random(f"names:{seed}")
     shuffled = rng.sample(names, len(names))
     unseen_names = set(shuffled[: max(1, round(unseen_fraction * len(names)))])
+    known = set(names)  # looked up for every word of the play
     data, seen, unseen, empty = TaggedSentences(), [], [], []
     for i, words in enumerate(passages(text)):
-        mentioned = {w for w in words if w in names}
+        mentioned = {w for w in words if w in known}
         if mentioned and mentioned <= unseen_names:
             unseen.append(len(data))
         elif mentioned and not mentioned & unseen_names:
@@ -209,7 +210,7 @@ def name_mentions(text: str, unseen_fraction: float = 0.2, seed: int = 0) -> Nam
             continue
         else:
             continue
-        data.add(words, tag_names(words, set(names)), i)
+        data.add(words, tag_names(words, known), i)
     keep = sorted(rng.sample(empty, min(len(empty), len(seen) + len(unseen))))  # as many passages without a name
     for i, words in keep:
         seen.append(len(data))
