@@ -257,6 +257,20 @@ def test_qa_run_fits_its_training_questions(qa_run):
     assert r["predictions"] == [e.answers[0][0] for e in task.splits["train"]]
 
 
+def test_a_passage_asked_several_questions_is_encoded_once_into_the_same_windows(qa_run):
+    from tinyformer.data.qa import make_windows
+
+    tok, record = load_run(qa_run, weights=None).tokenizer, qa_records()[1]
+    context, gold = record["context"], record["answers"][0]
+    span = (gold["answer_start"], gold["answer_start"] + len(gold["text"]))
+    asked = [(record["question"], span), ("Where?", None), ("Who is in the street?", (0, 2))]
+    encoded: dict = {}
+    shared = [make_windows(tok, q, context, 24, 8, a, 64, encoded) for q, a in asked]
+    alone = [make_windows(tok, q, context, 24, 8, a, 64) for q, a in asked]
+    assert [[vars(w) for w in ws] for ws in shared] == [[vars(w) for w in ws] for ws in alone]
+    assert list(encoded) == [context] and len(shared[0]) > 1
+
+
 # ---------------------------------------------------------------------------- the commands
 
 
@@ -495,6 +509,13 @@ def test_builtin_tag_task_scores_seen_and_unseen_names(play, tmp_path):
     assert names["test"] <= names["train"] and not names["unseen"] & (names["train"] | names["val"])
     assert names["unseen"] <= set(r["unseen_names"])
     assert r["test"]["gazetteer"]["f1"] == 1.0
+    # what the Trainer logs and selects by is the same entity F1 and token accuracy as the full scores
+    from tinyformer.tasks.tag import scores
+
+    model = load_run(out).model
+    logged, (pred, _) = task.evaluate(model), task.predict_split(model, "val")
+    full = scores(task.splits["val"].tags, pred)
+    assert (logged["f1"], logged["token_acc"], logged["error"]) == (full["f1"], full["token_acc"], 1 - full["f1"])
 
 
 @pytest.mark.slow

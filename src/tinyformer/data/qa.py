@@ -127,17 +127,21 @@ def make_windows(
     stride: int,
     answer: tuple[int, int] | None = None,
     max_question: int = 64,
+    encoded: dict | None = None,
 ) -> list[Window]:
     """Overlapping windows of the context, `stride` tokens apart, each with the question in front.
 
     `answer` is (first character, end character exclusive) in the context; it becomes token positions.
+    `encoded`: {context: its pieces and offsets}, filled here, for callers that ask several questions on one
+    passage (the built-in task asks up to 8): each passage is then encoded once.
     """
     keep = min(max_question, seq_len - 3 - stride)  # a long question never leaves fewer than stride slots
     if keep < 1:
         raise UserError(f"seq_len={seq_len} with stride={stride} leaves no room for the question; raise seq_len")
     q_ids = tokenizer.hf.encode(question, add_special_tokens=False).ids[:keep]
-    enc = tokenizer.hf.encode(context, add_special_tokens=False)
-    c_ids, c_off = enc.ids, [tuple(o) for o in enc.offsets]
+    c_ids, c_off = encoded[context] if encoded is not None and context in encoded else _pieces(tokenizer, context)
+    if encoded is not None:
+        encoded[context] = (c_ids, c_off)
     if not c_ids:
         raise UserError("the context has no tokens (is it empty?); every question needs a passage")
     n = seq_len - len(q_ids) - 3  # context tokens per window
@@ -153,6 +157,12 @@ def make_windows(
     while starts[-1] + n < len(c_ids):
         starts.append(starts[-1] + stride)
     return [_window(tokenizer, q_ids, c_ids[s : s + n], c_off[s : s + n], s, gold) for s in starts]
+
+
+def _pieces(tokenizer, context: str) -> tuple[list[int], list[tuple[int, int]]]:
+    """The context's WordPiece ids and the character span of each."""
+    enc = tokenizer.hf.encode(context, add_special_tokens=False)
+    return enc.ids, [tuple(o) for o in enc.offsets]
 
 
 def _window(tokenizer, q_ids: list[int], piece: list[int], offsets: list, s: int, gold: tuple | None) -> Window:

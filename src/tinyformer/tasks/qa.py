@@ -118,7 +118,8 @@ class QATask(EncoderTask):
         texts = [t for e in splits["train"] for t in (e.question, e.context)]
         task = cls.fitted(config, tokenizer, list(dict.fromkeys(texts)))
         task.splits = splits
-        task.windows = {s: [task.windows_of(e, where=d.path) for e in ex] for s, ex in splits.items()}
+        seen: dict = {}  # each passage encoded once, however many questions it has
+        task.windows = {s: [task.windows_of(e, where=d.path, encoded=seen) for e in ex] for s, ex in splits.items()}
         task.train_rows = [w for ws in task.windows["train"] for w in ws]
         return task
 
@@ -126,12 +127,17 @@ class QATask(EncoderTask):
         return SpanExtractor(self.config.model)
 
     # ---- data --------------------------------------------------------------------------------
-    def windows_of(self, e: QAExample, answer: bool = True, where: str = "") -> list[Window]:
-        """The model inputs of one question; `where` (its file) names the record in an error."""
+    def windows_of(
+        self, e: QAExample, answer: bool = True, where: str = "", encoded: dict | None = None
+    ) -> list[Window]:
+        """The model inputs of one question; `where` (its file) names the record in an error; `encoded`: the
+        passages encoded so far (`make_windows`)."""
         d = self.config.data
         span = (e.answers[0][1], e.answers[0][1] + len(e.answers[0][0])) if answer else None
         try:
-            return make_windows(self.tokenizer, e.question, e.context, d.seq_len, d.stride, span, d.max_question)
+            return make_windows(
+                self.tokenizer, e.question, e.context, d.seq_len, d.stride, span, d.max_question, encoded
+            )
         except UserError as err:
             raise UserError(f"{where} {e.id}: {err}" if where else str(err)) from None
 
