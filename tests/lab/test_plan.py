@@ -301,3 +301,77 @@ def test_the_lab_tells_deterministic_facts_from_measured_ones_and_names_those_a_
     before = {"a: val loss": "1.5", "a: train s": "10", "b: val loss": "2.0"}
     now = {"a: val loss": "1.6", "a: train s": "12", "b: val loss": "2.1"}
     assert unreproduced(before, now, ["a"]) == {"a: val loss": ["1.5", "1.6"]}  # b's code changed: not compared
+
+
+# ---- the hour (issue 71): what `lab build --train` plans from the committed stamps -----------------------------------
+HOUR_S = 3600.0
+# Work a commit took out of a source after its last stamp: (that stamp's commit, seconds cut, the calibrated speed of
+# the machine they were timed on). While that stamp is the source's newest, the plan's estimate for it is the stamp's
+# less the cut, both scaled to the machine planned for; made again, the source is planned from its own stamp. Each
+# cut is timed, not guessed: the passes it removed (CPU seconds of one thread, fp32, on an Intel Xeon without AMX,
+# 15.6 steps/s when idle) times how often the study ran them. The stamps' machine trained these studies in bf16 (it
+# has AMX) and ran these passes, inference and data preparation, in fp32 as here.
+CUTS = {
+    "experiments/classifiers": ("81128db", 13.0, 15.6),  # 4469cea: 8 inference timings, not 13 (0.63 s a pass)
+    "experiments/classifiers-minilm": ("81128db", 55.0, 15.6),  # 4469cea: 2, not 12 (MiniLM 2.1 s, small 0.63 s)
+    "experiments/tagging": ("81128db", 15.0, 15.6),  # 23ed2fe: 38 evaluations 0.27 s, 13 preparations 0.37 s shorter
+    "experiments/qa": ("81128db", 26.0, 15.6),  # ea5577d: 13 preparations 2.0 s shorter
+}
+
+
+def planned(name: str, record: dict, speed: float) -> float | None:
+    """The plan's estimate for source `name` from its stamp `record` on a machine of calibrated `speed`, less the
+    work a later commit cut (`CUTS`) while the stamp predates it."""
+    seconds = plan.estimate(record, speed)
+    commit, cut, timed_at = CUTS.get(name, ("-", 0.0, speed))
+    if seconds is not None and str(record.get("commit", "")).startswith(commit):
+        seconds = max(0.0, seconds - cut * timed_at / speed)
+    return seconds
+
+
+def hour() -> tuple[list[Job], dict]:
+    """The jobs of `lab build --train` (every source the guide uses but the extras) with their estimates for the
+    machine of the last whole build (facts.json's `build`: its calibration and workers), and that build."""
+    from tools.lab.build import guide_texts, used_sources
+
+    facts = json.loads((ROOT / "docs" / "lab" / "facts.json").read_text(encoding="utf-8"))
+    build, stamps = facts["build"], facts["stamps"]
+    names = used_sources(guide_texts(ROOT / "docs" / "lab" / "templates", ROOT / "README.md"))
+    jobs = [
+        Job(n, needs(SOURCES[n]), planned(n, stamps.get(n, {}), build["speed"]), SOURCES[n].alone)
+        for n in names
+        if not SOURCES[n].extra
+    ]
+    return jobs, build
+
+
+def test_a_cut_counts_only_against_the_stamp_it_was_timed_against():
+    jobs, build = hour()
+    by_name = {j.name: j for j in jobs}
+    stamps = json.loads((ROOT / "docs" / "lab" / "facts.json").read_text(encoding="utf-8"))["stamps"]
+    for name, (commit, cut, timed_at) in CUTS.items():
+        assert name in by_name, f"{name} is not made by the hour's build"
+        whole = plan.estimate(stamps[name], build["speed"])
+        if stamps[name]["commit"].startswith(commit):
+            assert by_name[name].seconds == pytest.approx(whole - cut * timed_at / build["speed"])
+            assert 0 < by_name[name].seconds < whole
+        remade = {**stamps[name], "commit": "f" * 10}  # made again after the cut: its own wall time says it
+        assert planned(name, remade, build["speed"]) == whole
+    assert all(j.seconds is not None for j in jobs), "a source of the hour has never been stamped"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 71: 81.9 min for the Intel Xeon with AMX the stamps of 81128db were made on (81.0 after the cuts "
+    "in CUTS); the side-by-side work must fall by about 2,500 s more, of which the encoder studies offer little "
+    "without changing their figures (see CUTS): the reverse-ablation cells (about 2,580 s there), the GPT studies "
+    "(about 2,300 s) and the padding of the classifier's batches are where it is",
+)
+def test_the_hours_plan_fits_in_an_hour_on_the_machine_its_stamps_were_measured_on():
+    jobs, build = hour()
+    total = makespan(jobs, build["workers"])
+    biggest = ", ".join(f"{j.name} {j.seconds / 60:.1f}" for j in sorted(jobs, key=lambda j: -j.seconds)[:8])
+    assert total <= HOUR_S, (
+        f"the hour's {len(jobs)} sources plan {total / 60:.1f} min, {build['workers']} at a time, at "
+        f"{build['speed']} steps/s; the largest (min): {biggest}"
+    )
