@@ -299,6 +299,7 @@ def test_the_lab_tells_deterministic_facts_from_measured_ones_and_names_those_a_
         "lab/bench-attention: bench.attention.0.sdpa_peak_mb",
         "lab/bench-rnn: bench.rnn.rows.0.measurements.scratch.0",
         "experiments/seq2seq-decoding: figures.rows.0.encode_share.greedy",
+        "experiments/attention-variants: figures.crossover.train.manual",
     ):
         assert not deterministic(key), key
     before = {"a: val loss": "1.5", "a: train s": "10", "b: val loss": "2.0"}

@@ -260,7 +260,7 @@ def stale_of(root: Path | None, name: str, record: dict) -> list[str] | None:
 MEASURED = re.compile(  # a fact that measures the machine (a time, a speed, memory), not the computation
     r"(?<![\w'])(s|ms|sec|seconds|min|minutes)(?![\w'])|_ms\b|_s\b|per_s|/s\b|ms/token|time|speed|faster|slower"
     r"|seconds|\b(MB|MiB|GB|MFU|memory|wall|share|ratio|machine|made|date)\b|\d\.?\d*x\b"
-    r"|_(mb|share)\b|peak|measurements",
+    r"|_(mb|share)\b|peak|measurements|crossover",
     re.IGNORECASE,
 )
 
