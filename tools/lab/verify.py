@@ -402,6 +402,8 @@ def verify(root: Path, docs: Path, runs: Path, names: list[str], jobs: int = 2) 
         found = check(root, stamps, todo, scratch, jobs) if todo else {}
     finally:
         drop_worktrees(root, scratch)
+    for name in set(todo) - set(found):  # could not be checked: stale while its code changed (`stale_of`)
+        stamps[name].pop("checked", None)
     for name, record in found.items():
         stamps[name].setdefault("fingerprints", {})[record["kind"]] = record.pop("fingerprint")
         stamps[name]["checked"] = record
@@ -410,6 +412,6 @@ def verify(root: Path, docs: Path, runs: Path, names: list[str], jobs: int = 2) 
         local = runs / SOURCES[name].stamp
         if local.is_file() and read_json(local).get("commit") == stamps[name]["commit"]:
             write_text(local, json.dumps(stamps[name], indent=2) + "\n")
-    if found:
+    if todo:
         write_text(facts_file, json.dumps(facts, indent=1, ensure_ascii=False, sort_keys=True) + "\n")
     return found
