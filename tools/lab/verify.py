@@ -289,9 +289,9 @@ def check(root: Path, stamps: dict[str, dict], names: list[str], scratch: Path, 
     cost = {n: stamps[n].get("fingerprints", {}).get(kind, {}).get("seconds", 15.0) for n in names}
     left, began, seconds = [sum(map(len, at.values()))], time.monotonic(), {}
 
-    def made(where: str, wanted: list[str]) -> Callable[[str, float], None]:
+    def made(where: str) -> Callable[[str, float], None]:
         def report(name: str, took: float) -> None:
-            if name in wanted:
+            if name in at[where]:  # not a source it reads only to make one of them
                 left[0] -= 1
                 seconds[where, name] = took
             print(
@@ -302,16 +302,20 @@ def check(root: Path, stamps: dict[str, dict], names: list[str], scratch: Path, 
 
         return report
 
-    units = []  # (seconds, where, sources that read none of another unit's): built side by side
-    for where, wanted in at.items():
-        tree = root if where == "HEAD" else worktree(root, where, scratch)
-        for group in apart(wanted):
-            units.append((sum(cost[n] for n in group), where, tree, group))
-    starts = []
-    for i, (_, where, tree, group) in enumerate(sorted(units, key=lambda u: -u[0])):
-        runs, log = scratch / ("head" if where == "HEAD" else where), scratch / "logs" / f"{where[:10]}-{i}.log"
-        starts.append(functools.partial(build_at, tree, runs, group, scratch / "cache", log, made(where, group)))
-    finish(jobs=jobs, start=starts)
+    trees = {where: root if where == "HEAD" else worktree(root, where, scratch) for where in at}
+    for step in (0, 1):  # first what other sources read, then the rest, side by side once what they read is made
+        units = []  # (seconds, where, sources that read none of another unit's)
+        for where, wanted in at.items():
+            for group in rounds(wanted)[step]:
+                units.append((sum(cost.get(n, 15.0) for n in group), where, group))
+        starts = []
+        for i, (_, where, group) in enumerate(sorted(units, key=lambda u: -u[0])):
+            runs, log = (
+                scratch / ("head" if where == "HEAD" else where),
+                scratch / "logs" / f"{where[:10]}-{step}{i}.log",
+            )
+            starts.append(functools.partial(build_at, trees[where], runs, group, scratch / "cache", log, made(where)))
+        finish(jobs=jobs, start=starts)
     out = {}
     for name in names:
         before = stamps[name].get("fingerprints", {}).get(kind)
@@ -355,25 +359,35 @@ def again(root: Path, out: dict[str, dict], scratch: Path, jobs: int) -> dict[st
     return out
 
 
-def apart(names: list[str]) -> list[list[str]]:
-    """`names` in groups that share no source they read (with `tinyformer.lab.sources.needs`), so each group
-    can be built on its own, beside the others, into one runs root."""
-    from tinyformer.lab.sources import SOURCES, needs
-
-    def reads(name: str) -> set[str]:
-        found = {name}
-        for other in needs(SOURCES[name], True):
-            found |= reads(other)
-        return found
-
+def apart(names: list[str], made: frozenset[str] = frozenset()) -> list[list[str]]:
+    """`names` in groups that share no source they read (with `tinyformer.lab.sources.needs`; what is in `made`
+    is there already), so each group can be built on its own, beside the others, into one runs root."""
     groups: list[tuple[set[str], list[str]]] = []
     for name in names:
-        mine, wanted = reads(name), [name]
+        mine, wanted = reads(name, made), [name]
         for g in [g for g in groups if g[0] & mine]:
             groups.remove(g)
             mine, wanted = mine | g[0], g[1] + wanted
         groups.append((mine, wanted))
     return [wanted for _, wanted in groups]
+
+
+def reads(name: str, made: frozenset[str] = frozenset()) -> set[str]:
+    """`name` and every source it reads, at any depth, but those in `made` (and what only they read)."""
+    from tinyformer.lab.sources import SOURCES, needs
+
+    found = {name}
+    for other in needs(SOURCES[name], True):
+        found |= reads(other, made) if other not in made else set()
+    return found
+
+
+def rounds(names: list[str]) -> tuple[list[list[str]], list[list[str]]]:
+    """(groups of the sources that another of `names` reads, groups of the rest): the second round's groups
+    read only what the first made, so a slow study and its neighbours that read the same run go side by side."""
+    read = frozenset(n for name in names for n in reads(name) if n != name)
+    first = [n for n in names if n in read] + sorted(read - set(names))
+    return apart(first), apart([n for n in names if n not in read], read)
 
 
 def verify(root: Path, docs: Path, runs: Path, names: list[str], jobs: int = 2) -> dict[str, dict]:
