@@ -257,6 +257,9 @@ def stale_of(root: Path | None, name: str, record: dict) -> list[str] | None:
     return changed or checked.get("moved") or changed
 
 
+MOVED = ("fact ", "weights ", "printed ")  # what `tools.lab.verify.moved` names, where a file path would be
+
+
 MEASURED = re.compile(  # a fact that measures the machine (a time, a speed, memory), not the computation
     r"(?<![\w'])(s|ms|sec|seconds|min|minutes)(?![\w'])|_ms\b|_s\b|per_s|/s\b|ms/token|time|speed|faster|slower"
     r"|seconds|\b(MB|MiB|GB|MFU|memory|wall|share|ratio|machine|made|date)\b|\d\.?\d*x\b"
@@ -354,10 +357,9 @@ def build(
     for name in got.missing:
         print(f"lab: {name}: not measured yet ({shown(name)})")
     for name, changed in got.stale.items():
-        print(
-            f"lab: stale: {name}, made at {got.stamps[name]['commit'][:7]}; since then {', '.join(changed[:3])}"
-            f"{' and more' if len(changed) > 3 else ''} changed; to make it again: {remake(name)}"
-        )
+        what = ", ".join(changed[:3]) + (" and more" if len(changed) > 3 else "")
+        why = f"its CI-size build moved ({what})" if changed[0].startswith(MOVED) else f"since then {what} changed"
+        print(f"lab: stale: {name}, made at {got.stamps[name]['commit'][:7]}; {why}; to make it again: {remake(name)}")
     unstamped = [n for n, record in got.stamps.items() if not record.get("commit")]
     if unstamped:
         print(
