@@ -46,11 +46,17 @@ def start(argv: list[str], *, sigint: str = "default", lasting: bool = False, **
 
 
 def end(p: subprocess.Popen) -> None:
-    """Kill `p` and its process group (what it started) if it still runs; reap it."""
-    try:
-        os.killpg(p.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    """Kill `p` and its process group (what it started) if it still runs; reap it. Once the test has reaped `p`,
+    its number may belong to a new process (a busy machine wraps the pids in minutes), one that may lead a group
+    of its own, such as another worker's notebook kernel: that group is left alone. (While any process of `p`'s
+    group lives, the number cannot be given to a new process, so what is left of the group is killed then.)"""
+    if p.returncode is not None and os.path.exists(f"/proc/{p.pid}"):
+        pass  # reaped, and its number is another process's now
+    else:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     try:
         p.wait(timeout=30)
     except subprocess.TimeoutExpired:
