@@ -28,6 +28,7 @@ import base64
 import copy
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -180,9 +181,9 @@ def render(data: dict) -> str:
     )
     html = (PAGE / "page.html").read_text(encoding="utf-8")
     title = str(data["name"]).replace("&", "&amp;").replace("<", "&lt;").replace('"', "&quot;")
-    for key, value in (("CSP", csp), ("TITLE", title), ("STYLE", style), ("DATA", body), ("SCRIPT", script)):
-        html = html.replace("{{" + key + "}}", value, 1)
-    return html
+    values = {"CSP": csp, "TITLE": title, "STYLE": style, "DATA": body, "SCRIPT": script}
+    # one pass over the template: a value (a run's name, its prompt) holding "{{SCRIPT}}" is text, never a slot
+    return re.sub(r"\{\{(CSP|TITLE|STYLE|DATA|SCRIPT)\}\}", lambda m: values[m[1]], html)
 
 
 def page_html(run, precision: str = "fp16") -> str:

@@ -442,6 +442,12 @@ function byteChars() {
   return map;
 }
 
+// GPT-2's split (Hugging Face's ByteLevel pre-tokenizer), spelled with the run's white space: its regex engine
+// (Oniguruma) counts U+0085 as white space and U+FEFF as not, where JavaScript's \s does the opposite
+const SPACE = "\\t\\n\\v\\f\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
+const SPLIT = new RegExp(
+  `'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^${SPACE}\\p{L}\\p{N}]+|[${SPACE}]+(?![^${SPACE}])|[${SPACE}]+`, "gu");
+
 class ByteBPE {
   constructor(vocab, merges, specials) {
     this.vocab = new Map(Object.entries(vocab));
@@ -451,7 +457,7 @@ class ByteBPE {
     this.specials = specials;
     this.toChar = byteChars();
     this.toByte = new Map(this.toChar.map((c, b) => [c, b]));
-    this.split = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu;
+    this.split = SPLIT;
   }
   word(w) { // the merges of lowest rank first, until none applies
     let parts = [...w];
