@@ -5,12 +5,14 @@ the two regex engines disagree on included. The engine runs in node (no browser 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
 
 import pytest
 
+from tests.cli_helpers import user_error
 from tests.export.test_page import CHARS, SAMPLE, random_gpt
 from tinyformer.data.bpe import BPETokenizer
 from tinyformer.data.tokenizers import CharTokenizer
@@ -69,3 +71,13 @@ def node_encode(tmp_path, tokenizer: dict, texts: list[str]) -> list[list[int]]:
 def test_the_page_encodes_text_as_the_run_does_white_space_nul_and_emoji_included(tmp_path):
     tok = BPETokenizer.train(TEXTS * 3, vocab_size=400)
     assert node_encode(tmp_path, tokenizer_data(tok), TEXTS) == [tok.encode(t) for t in TEXTS]
+
+
+@pytest.mark.parametrize("command", [["info"], ["sample", "--tokens", "3"], ["export", "page"]])
+def test_a_run_folder_whose_name_is_not_utf8_is_refused_in_words_that_say_so(command, trained, tmp_path, capsys):
+    run = tmp_path / os.fsdecode(b"run-\xff")  # bytes of another encoding, as a Latin-1 system names a folder
+    shutil.copytree(trained, run)
+    args = [*command, str(run)] + ([str(tmp_path / "p.html")] if command == ["export", "page"] else [])
+    err = user_error(capsys, *args)
+    assert "the name 'run-\\xff' is not UTF-8" in err and "rename it" in err and "corrupt" not in err, err
+    assert not (tmp_path / "p.html").exists()

@@ -149,12 +149,38 @@ def weights_step(path: Path) -> int | None:
     """The step recorded in a weights file (None for files written without one)."""
     from safetensors import safe_open
 
+    name = utf8_path(path)
     try:
-        with safe_open(str(path), "pt") as f:
+        with safe_open(name, "pt") as f:
             step = (f.metadata() or {}).get("step")
     except Exception as e:  # safetensors raises its own error type for corrupt files
         raise UserError(f"{path} is not a readable safetensors file (corrupt or truncated): {first_line(e)}") from None
     return int(step) if step is not None and step.isdigit() else None
+
+
+def utf8_path(path: Path) -> str:
+    """`path` as the text safetensors opens. It opens UTF-8 paths only: a name in another encoding (bytes such as
+    b"run-\\xff", which Python holds as surrogates) is a UserError saying so, not "corrupt or truncated"."""
+    if utf8(str(path)):
+        return str(path)
+    bad = next(part for part in Path(path).parts if not utf8(part))
+    raise UserError(
+        f"{shown_path(path)}: the name '{shown_path(bad)}' is not UTF-8, and the weights library (safetensors) opens "
+        "UTF-8 paths only; rename it to a UTF-8 name"
+    )
+
+
+def utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_path(path: str | Path) -> str:
+    """A path as a line can print it: bytes that are not UTF-8 as \\xNN."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def load_weights(model: nn.Module, path: Path) -> None:
@@ -162,7 +188,7 @@ def load_weights(model: nn.Module, path: Path) -> None:
         raise UserError(f"{path} is missing")
     weights_step(path)  # an unreadable file says so, rather than "does not fit"
     try:
-        load_model(model, str(path), device=str(model_device(model)))
+        load_model(model, utf8_path(path), device=str(model_device(model)))
     except Exception as e:
         raise UserError(f"{path} does not fit the model that config.json describes: {first_line(e)}") from None
 
