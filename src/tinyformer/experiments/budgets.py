@@ -50,7 +50,7 @@ from tinyformer.experiments.nanogpt import (
 )
 from tinyformer.experiments.report import study_folder
 from tinyformer.experiments.runner import Cell, CellResult, run_grid
-from tinyformer.files import write_text
+from tinyformer.files import read_json, write_text
 from tinyformer.train import budget as planning
 
 EVALS = ("train.eval_interval=80", "train.eval_iters=50")  # 10 evaluations planned (fewer where they cost > 10%)
@@ -196,6 +196,7 @@ def run(
 
     wanted = asked(minutes, quick)  # checked before anything starts, like the checkout below
     folder = study_folder("budgets", out, quick)
+    sittings_read(folder, quick)  # a corrupt record is said now, not after hours of training
     extra = ([f"data.path={json.dumps(data)}"] if data else []) + (
         [q for q in QUICK if not q.startswith(("train.max_iters", "train.eval_"))] if quick else []  # the rows say
     )
@@ -227,5 +228,24 @@ def sitting(folder: Path, minutes: float) -> str:
     path = folder / f"sitting-{minutes_name(minutes)}.json"
     if not path.is_file():
         write_text(path, json.dumps({"cpu": machine()["cpu"], "date": time.strftime("%Y-%m-%d")}) + "\n")
-    made = json.loads(path.read_text())
+    made = read_sitting(path)
     return f"{made['cpu']}, {made['date']}"
+
+
+def sittings_read(folder: Path, quick: bool) -> None:
+    """Every sitting recorded in the study's folder, read before anything trains (`read_sitting`)."""
+    for m in QUICK_SEARCH if quick else SEARCH:
+        path = folder / f"sitting-{minutes_name(m)}.json"
+        if path.exists() or path.is_symlink():
+            read_sitting(path)
+
+
+def read_sitting(path: Path) -> dict:
+    """A budget's sitting as `sitting` records it, {"cpu": text, "date": text}; another file is a UserError."""
+    made = read_json(path, max_bytes=2**16)
+    if not (isinstance(made, dict) and all(isinstance(made.get(k), str) for k in ("cpu", "date"))):
+        raise UserError(
+            f'{path} is not a sitting record ({{"cpu": text, "date": text}}): delete it, and the budget\'s runs, '
+            "reused, are recorded as made in this sitting"
+        )
+    return made
