@@ -13,12 +13,12 @@ the code a learner reads.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from tinyformer.errors import UserError
+from tinyformer.lab.guide_facts import read_facts
 
 SIZES = {
     "ci": "seconds per cell, every run at the size the tests use: the numbers check the code, they answer nothing",
@@ -41,12 +41,25 @@ def find_root(start: Path | None = None) -> Path:
     """The repository the notebook sits in ($TINYFORMER_ROOT, else the first folder up from here that holds
     the guide's facts.json)."""
     if os.environ.get(ROOT_ENV):
-        return Path(os.environ[ROOT_ENV]).expanduser().resolve()
+        return checked_root(os.environ[ROOT_ENV], f"{ROOT_ENV}={os.environ[ROOT_ENV]!r}")
     here = (start or Path.cwd()).resolve()
     for folder in [here, *here.parents]:
         if (folder / FACTS).is_file():
             return folder
     raise UserError(f"no {FACTS} above {here}: open the notebook inside a clone of tinyformer, or set {ROOT_ENV}")
+
+
+def checked_root(root: str | Path, said: str) -> Path:
+    """`root` (as `said`: the variable or argument that gave it) as a folder holding a tinyformer clone."""
+    try:
+        folder = Path(root).expanduser().resolve()
+    except RuntimeError:  # "~someone" of no such user
+        raise UserError(f"{said}: no such home folder; give the path of a clone of tinyformer") from None
+    if not folder.is_dir():
+        raise UserError(f"{said} is not a folder; give the path of a clone of tinyformer")
+    if not (folder / FACTS).is_file():
+        raise UserError(f"{said} holds no tinyformer repository (no {FACTS}); give the path of a clone of tinyformer")
+    return folder
 
 
 @dataclass
@@ -60,10 +73,10 @@ class Guide:
         self.size = self.size or size_from_env()
         if self.size not in SIZES:
             raise UserError(f"size={self.size!r} is not one of {', '.join(SIZES)}")
-        self.root = Path(self.root) if self.root else find_root()
+        self.root = checked_root(self.root, f"root={str(self.root)!r}") if self.root else find_root()
         default = self.root / "runs" / "notebooks" / self.size
         self.runs = Path(self.runs or os.environ.get(RUNS_ENV) or default).resolve()
-        self.facts = json.loads((self.root / FACTS).read_text(encoding="utf-8"))
+        self.facts = read_facts(self.root / FACTS)
 
     @property
     def quick(self) -> bool:

@@ -27,8 +27,9 @@ from pathlib import Path
 from tinyformer import interrupt
 from tinyformer.errors import UserError
 from tinyformer.files import make_dir, read_text, write_text
+from tinyformer.lab.guide_facts import read_facts
 from tinyformer.lab.placeholders import PLACEHOLDER, command_text, key, made_text, shown
-from tinyformer.lab.sources import SOURCES, Source, complete, facts, inputs_ready, needs, read_json, shown_value
+from tinyformer.lab.sources import SOURCES, Source, complete, facts, inputs_ready, needs, shown_value
 from tinyformer.runfolder import STATE, is_run
 from tools.lab import plan
 from tools.lab.render import FRONT, Page, front_page, index, leftovers, render, templates, typed_numbers
@@ -323,7 +324,7 @@ def build(
     if typed:
         raise UserError(f"lab: results typed into templates (use a placeholder): {'; '.join(typed[:10])}")
     _check_out(docs)
-    previous = read_json(docs / "facts.json") if (docs / "facts.json").is_file() and not quick else {}
+    previous = read_facts(docs / "facts.json") if (docs / "facts.json").is_file() and not quick else {}
     found, made = measure(everything, runs, quick, train, cli, only, jobs, previous, dry)
     if dry:
         return [], Found()

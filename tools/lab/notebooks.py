@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tinyformer.errors import UserError
 from tinyformer.files import read_text, write_text
+from tinyformer.lab.guide_facts import read_facts
 from tools.lab.render import FENCE, LANGS, render, templates
 
 SOURCE = Path("docs/lab/notebooks")  # the pages' code, minigpt's prose and the shared cells
@@ -195,7 +196,7 @@ def repository() -> Path:
 # ---- all of them ----------------------------------------------------------------------------------------
 def made(root: Path) -> dict[Path, str]:
     """{notebook path: its text} for every notebook the sources under `root` make."""
-    facts = json.loads(read_text(root / "docs/lab/facts.json"))
+    facts = read_facts(root / "docs/lab/facts.json")
     pages = render(templates(root / "docs/lab/templates"), facts.get("values", {}))
     out: dict[Path, str] = {}
     for page in pages:

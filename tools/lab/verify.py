@@ -395,13 +395,14 @@ def verify(root: Path, docs: Path, runs: Path, names: list[str], jobs: int = 2) 
     its behaviour at CI size, and record the outcome in the stamps (docs/lab/facts.json, and the source's
     lab.json under `runs` when it holds the same stamp); returns {source: its `checked` record}. The pages are
     rendered afterwards from those stamps (`tools.lab.build.build`)."""
+    from tinyformer.lab.guide_facts import read_facts
     from tinyformer.lab.sources import SOURCES, read_json
     from tools.lab.stamps import git
 
     if git(root, "status", "--porcelain", "--", "src", "configs", "tools"):
         raise UserError("lab verify checks HEAD: commit the changes to src/, configs/ and tools/ first")
     facts_file = docs / "facts.json"
-    facts = read_json(facts_file) if facts_file.is_file() else {}
+    facts = read_facts(facts_file) if facts_file.is_file() else {}
     stamps = facts.get("stamps", {})
     todo, skipped = to_check(root, stamps, names)
     for name, why in skipped.items():

@@ -157,13 +157,13 @@ COMMITTED = GUIDE / "facts.json"
 
 def committed_facts(name: str) -> tuple[str, dict[str, str]] | None:
     """(machine, {fact: value}) of one source as the committed guide recorded them, or None."""
-    import json
+    from tinyformer.lab.guide_facts import read_facts
 
     if not COMMITTED.is_file():
         return None
-    recorded = json.loads(COMMITTED.read_text(encoding="utf-8"))
+    recorded = read_facts(COMMITTED)
     if name not in recorded.get("machines", {}):
         return None
     prefix = f"{name}: "
-    values = {k.removeprefix(prefix): v for k, v in recorded["values"].items() if k.startswith(prefix)}
+    values = {k.removeprefix(prefix): v for k, v in recorded.get("values", {}).items() if k.startswith(prefix)}
     return recorded["machines"][name], values
