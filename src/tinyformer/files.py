@@ -1,39 +1,149 @@
 """Files in and out: writes that readers never see half of, and paths checked before any work starts.
 
 Every write goes to a temp file, then a rename (`atomic_write`), so a kill or a full disk leaves the
-previous file whole. `input_file` and `output_path` check a path a user gave at the start of a
-command, saying what it is when it is not what is needed (a folder, a named pipe, a symlink loop, a
+previous file whole. A temp file or folder gets a new random hidden name beside its target and is created
+exclusively (`fresh_name`): nothing planted at a name is ever opened, and a link at the target is replaced,
+never written through. An export builds its folder beside the target and moves it in only when it is complete
+(`staged_folder`); `new_folders` removes the folders a stopped command made and left empty, and `not_in_run`
+keeps an export out of the run it exports. `input_file` and `output_path` check a path a user gave at the
+start of a command, saying what it is when it is not what is needed (a folder, a named pipe, a symlink loop, a
 read-only place). The lowest layer of the package: checkpoints, plots, reports and exports use it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import itertools
 import json
 import os
+import secrets
+import shutil
+import signal
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from tinyformer import interrupt
 from tinyformer.errors import UserError
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     """Call `write(tmp)` then rename tmp over `path`: readers never see half a file.
 
-    An OSError (full disk, no permission, a folder in the way) is a UserError naming the path; the file
-    that was there before is untouched and the temp file is removed.
+    `tmp` is a new hidden file beside `path` (`fresh_name`); a link at `path` is replaced by the file, never
+    written through. An OSError (full disk, no permission, a folder in the way) is a UserError naming the path;
+    on any exception (Ctrl-C too) the file that was there before is untouched and the temp file is removed.
     """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
+    path, tmp = Path(path), None
     try:
+        tmp = fresh_name(path, new_file)
         write(tmp)
         os.replace(tmp, path)
+        tmp = None
     except OSError as e:
-        tmp.unlink(missing_ok=True)
         raise UserError(f"cannot write {str(path)!r}: {reason(e)}") from None
+    finally:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+
+
+def fresh_name(path: Path, make: Callable[[Path], None]) -> Path:
+    """A new hidden name beside `path`, `.NAME.RANDOM.tmp`, made by `make`: `new_file` or `os.mkdir`, which fail on
+    a name already taken (a planted link too, never followed), and then another name is tried."""
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name[:100]}.{secrets.token_hex(6)}.tmp")
+        try:
+            make(tmp)
+        except FileExistsError:
+            continue
+        return tmp
+    raise FileExistsError(errno.EEXIST, "no free temp name", str(path))
+
+
+def new_file(path: Path) -> None:
+    """Create the empty file `path`, exclusively (O_EXCL: a link there is not followed), with the umask's mode."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666))
+
+
+@contextlib.contextmanager
+def new_folders(folder: Path, make: bool = True) -> Iterator[Path]:
+    """`folder`, made with its missing parents (unless not `make`: the block makes it). If the block raises (a
+    refusal, Ctrl-C), the folders that were missing are removed again while they are empty: a command that
+    stops leaves no empty folder behind. Nothing in them is ever removed."""
+    folder = Path(folder)
+    missing = list(itertools.takewhile(lambda p: not os.path.lexists(p), (folder, *folder.parents)))
+    try:
+        yield make_dir(folder) if make else folder
+    except BaseException:
+        for p in missing:  # deepest first; a folder that holds anything stops it
+            try:
+                p.rmdir()
+            except OSError:
+                break
+        raise
+
+
+@contextlib.contextmanager
+def staged_folder(out: Path) -> Iterator[Path]:
+    """A new hidden folder beside `out` to build an export in, moved in when the block ends without an exception:
+    renamed to `out` when nothing is there or a link is (the link is replaced, never followed); into a folder
+    that is there file by file (each replaces its namesake, a link too; other files stay). If the block raises,
+    the temp folder is removed and `out` is as it was: nothing half made under its name."""
+    out, tmp = Path(out), None
+    with new_folders(out.parent):
+        try:
+            tmp = fresh_name(out, os.mkdir)
+            yield tmp
+            with held_signals():  # a few renames: all of them, or none
+                move_in(tmp, out)
+        except OSError as e:
+            raise UserError(f"cannot write {str(out)!r}: {reason(e)}") from None
+        finally:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+
+
+def move_in(tmp: Path, out: Path) -> None:
+    """The files of the folder `tmp` to `out` (see `staged_folder`)."""
+    if os.path.islink(out):
+        os.unlink(out)
+    if not os.path.lexists(out):
+        os.rename(tmp, out)
+        return
+    names = sorted(os.listdir(tmp))
+    for name in names:  # all checked before any is moved
+        if os.path.isdir(out / name) and not os.path.islink(out / name):
+            raise UserError(f"{str(out / name)!r} is a folder; the export's file of that name cannot replace it")
+    for name in names:
+        os.replace(tmp / name, out / name)
+
+
+@contextlib.contextmanager
+def held_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM held back inside the block, then delivered to the handler there was before."""
+    caught: list[int] = []
+    try:
+        with interrupt.catching(lambda signum, frame: caught.append(signum)):
+            yield
+    finally:
+        if caught:
+            signal.raise_signal(caught[0])
+
+
+def not_in_run(out: Path, run: str | Path | None) -> Path:
+    """`out`, when writing it touches nothing of the run folder `run` (paths resolved, a link at `out` followed
+    and not): neither the folder nor anything in it; else a UserError naming both."""
+    if run is not None:
+        home = Path(os.path.realpath(run))
+        out, pointed = Path(out), Path(os.path.realpath(out))
+        here = Path(os.path.realpath(out.parent)) / out.name if out.name != ".." else pointed
+        for place in (pointed, here):
+            if place == home or home in place.parents:
+                raise UserError(f"{str(out)!r} is in the run folder {str(run)!r} that is exported; export outside it")
+    return Path(out)
 
 
 def write_text(path: Path, text: str) -> Path:
