@@ -29,8 +29,17 @@ class Study:
         module, name = self.where.split(":")
         return getattr(importlib.import_module(f"tinyformer.experiments.{module}"), name)
 
-    def __call__(self, *args, **kwargs) -> Path:
-        return self.function(*args, **kwargs)
+    def __call__(self, out: str | Path | None = None, **kwargs) -> Path:
+        """The study, its inputs checked before anything is made: a refused or stopped study leaves no empty
+        folder behind (what it made and filled stays, for the rerun to reuse)."""
+        from tinyformer.files import input_file, new_folders
+
+        if kwargs.get("data"):
+            input_file(kwargs["data"], "data file (from --data)")
+        name = next(k for k, s in EXPERIMENTS.items() if s is self)
+        default = Path("runs", (self.folder or f"experiments/{name}") + ("-quick" if kwargs.get("quick") else ""))
+        with new_folders(Path(out) if out else default, make=False):
+            return self.function(out, **kwargs)
 
 
 EXPERIMENTS: dict[str, Study] = {

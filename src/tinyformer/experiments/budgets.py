@@ -195,16 +195,16 @@ def run(
     from tinyformer.data.tinyshakespeare import read_text, resolve_path
 
     wanted = asked(minutes, quick)  # checked before anything starts, like the checkout below
+    checkout = Path(nanogpt).expanduser() if nanogpt else None
+    if checkout is not None and not ((checkout / "train.py").is_file() and (checkout / "model.py").is_file()):
+        raise UserError(f"--nanogpt {nanogpt!r}: no nanoGPT checkout there (train.py and model.py)")
     folder = study_folder("budgets", out, quick)
     sittings_read(folder, quick)  # a corrupt record is said now, not after hours of training
     extra = ([f"data.path={json.dumps(data)}"] if data else []) + (
         [q for q in QUICK if not q.startswith(("train.max_iters", "train.eval_"))] if quick else []  # the rows say
     )
-    checkout = Path(nanogpt).expanduser() if nanogpt else None
     command: list[str] = []
     if checkout is not None:  # checked before hours of training
-        if not (checkout / "train.py").is_file() or not (checkout / "model.py").is_file():
-            raise UserError(f"--nanogpt {nanogpt!r}: no nanoGPT checkout there (train.py and model.py)")
         nanogpt_data(checkout, read_text(resolve_path(data)))
         command = ["python", "train.py", *NANOGPT_ARGS, *(NANOGPT_QUICK if quick else []), f"--dataset={DATASET}"]
         iter_s = nanogpt_step_s(checkout, command, folder)

@@ -99,8 +99,8 @@ def plot(val: str, merges: list[Pair], png: Path) -> None:
 
 
 def run(out: Path | None = None, quick: bool = False, data: str | None = None) -> Path:
+    text = read_text(resolve_path(data))  # before the folder is made: a refused --data leaves nothing
     folder = study_folder("merges", out, quick)
-    text = read_text(resolve_path(data))
     train, val = splits(text[:QUICK] if quick else text)
     bpe = bpe_merges(train, max(GROWTH))
     merges = [pair for pair, _ in bpe]

@@ -64,9 +64,9 @@ def cells(task: str, mlm: Path, quick: bool) -> list[Cell]:
 
 
 def train_all(task: str, out: Path | None, quick: bool, data: str | None, mlm: str | None):
-    folder = study_folder("tagging" if task == "tag" else task, out, quick)
-    if data and Path(data).suffix.lower() not in ("", ".txt"):
+    if data and Path(data).suffix.lower() not in ("", ".txt"):  # before the folder is made
         raise UserError(f"--data {data}: the tagging and qa studies run the built-in task; give a play text (.txt)")
+    folder = study_folder("tagging" if task == "tag" else task, out, quick)
     where = [f"data.path={json.dumps(str(Path(data).resolve()))}"] if data else []
     if mlm:
         mlm_dir = Path(mlm).resolve()
