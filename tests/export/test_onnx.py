@@ -56,7 +56,7 @@ def test_a_llama_style_model_exports_for_lengths_past_its_block_size(tmp_path):
         model=model,
         tokenizer=tokenizer,
         config=SimpleNamespace(task="gpt", sample=SimpleNamespace(prompt="abc")),
-        path=tmp_path,
+        path=tmp_path / "run",  # no export goes into the run's own folder
     )
     result = export_onnx(run, tmp_path / "out")
     assert result.graphs == ["model.onnx"] and result.max_diff <= 1e-4

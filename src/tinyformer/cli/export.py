@@ -24,7 +24,11 @@ def add_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("format", choices=tuple(FORMATS), help="; ".join(f"{k}: {v}" for k, v in FORMATS.items()))
     add_run_args(p, device=False)  # written from the CPU
     p.add_argument("out", help="what to write: a new or empty folder (hf, onnx), an .html file (page)")
-    p.add_argument("--force", action="store_true", help="write over what is there")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace what is there: the file, or the export's files in the folder (a link is replaced, not followed)",
+    )
     p.add_argument(
         "--precision",
         choices=("fp16", "fp32", "int8"),
@@ -41,9 +45,9 @@ def cmd_export(a: argparse.Namespace) -> int:
 def export_hf(a: argparse.Namespace) -> int:
     from tinyformer.export import check_target, export_hf
 
-    check_target(Path(a.out), a.force)  # before loading anything
+    check_target(Path(a.out), a.force, a.run)  # before loading anything
     run = load(a)
-    out = export_hf(run.model, a.out, run.tokenizer, force=a.force)
+    out = export_hf(run.model, a.out, run.tokenizer, force=a.force, run_dir=run.path)
     print(f"wrote {out}/config.json, {out}/model.safetensors and {out}/tokenizer.json")
     arch = json.loads((out / "config.json").read_text())["architectures"][0]  # GPT2LMHeadModel, LlamaForCausalLM, ...
     print(
@@ -56,7 +60,7 @@ def export_hf(a: argparse.Namespace) -> int:
 def export_page(a: argparse.Namespace) -> int:
     from tinyformer.export.page import check_page_target, export_page
 
-    check_page_target(a.out, a.force)  # before loading anything
+    check_page_target(a.out, a.force, a.run)  # before loading anything
     for line in export_page(load(a), a.out, a.precision, force=a.force).lines():
         print(line)
     return 0
@@ -68,7 +72,7 @@ def export_onnx(a: argparse.Namespace) -> int:
     from tinyformer.extras import need
 
     need("tinyformer export onnx", "onnx", "onnxscript", "onnxruntime")  # before loading anything
-    check_target(Path(a.out), a.force)
+    check_target(Path(a.out), a.force, a.run)
     for line in export_onnx(load(a), a.out, attention=a.attention, force=a.force).lines():
         print(line)
     return 0

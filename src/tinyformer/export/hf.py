@@ -23,37 +23,47 @@ from pathlib import Path
 
 from tinyformer.data.bpe import BPETokenizer
 from tinyformer.errors import UserError
-from tinyformer.files import atomic_write, make_dir, output_path, write_text
+from tinyformer.files import not_in_run, output_path, staged_folder
 from tinyformer.models import hf_lm
 from tinyformer.models.gpt import MiniGPT
 from tinyformer.runfolder import is_run
 
 
-def export_hf(model: MiniGPT, out: str | Path, tokenizer=None, force: bool = False) -> Path:
+def export_hf(
+    model: MiniGPT, out: str | Path, tokenizer=None, force: bool = False, run_dir: str | Path | None = None
+) -> Path:
     """Write `out/config.json`, `out/model.safetensors` (GPT-2 format) and the tokenizer; returns the folder.
 
-    A folder that holds anything is refused unless `force`; a tinyformer run folder always is.
+    A folder that holds anything is refused unless `force`; a tinyformer run folder always is, and so is any
+    place in `run_dir`, the run exported. The files are written in a temp folder beside `out` and moved in
+    together at the end: an interrupted export leaves nothing under `out`'s name, an earlier one stays whole.
     """
     from safetensors.torch import save_file
 
     eos = tokenizer.token_id("<|endoftext|>") if isinstance(tokenizer, BPETokenizer) else None
     config, tensors = hf_lm.export_hf(model, eos)  # refused here, before anything is written
-    out = check_target(Path(out), force)
-    make_dir(out)
-    write_text(out / "config.json", json.dumps(config, indent=2) + "\n")
-    meta = {"format": "pt"}
-    atomic_write(out / "model.safetensors", lambda t: save_file(tensors, str(t), metadata=meta))
-    if tokenizer is not None:
-        hf = tokenizer.hf if isinstance(tokenizer, BPETokenizer) else tokenizer.to_hf()
-        atomic_write(out / "tokenizer.json", lambda t: hf.save(str(t)))
-        write_text(out / "tokenizer_config.json", json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}) + "\n")
+    out = check_target(Path(out), force, run_dir)
+    with staged_folder(out) as folder:
+        (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+        if tokenizer is not None:
+            hf = tokenizer.hf if isinstance(tokenizer, BPETokenizer) else tokenizer.to_hf()
+            hf.save(str(folder / "tokenizer.json"))
+            tokenizer_class = json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}) + "\n"
+            (folder / "tokenizer_config.json").write_text(tokenizer_class, encoding="utf-8")
     return out
 
 
-def check_target(out: Path, force: bool) -> Path:
+def check_target(out: Path, force: bool, run_dir: str | Path | None = None) -> Path:
+    """The folder to export into: new, or empty, or (with `force`) one whose files of the export's names are
+    replaced (a link there too, never followed; a link as the folder is replaced by it). Never a run folder,
+    nor a place in the run exported (`run_dir`)."""
     output_path(out, folder=True)
     if is_run(out):
         raise UserError(f"{str(out)!r} is a tinyformer run folder; export into a new folder")
+    not_in_run(out, run_dir)
+    if out.is_symlink() and not force:
+        raise UserError(f"{str(out)!r} is a symbolic link; give a new folder, or --force to replace the link")
     if out.is_dir() and any(out.iterdir()) and not force:
         raise UserError(f"{str(out)!r} is not empty; give a new folder, or --force to overwrite what is there")
     return out

@@ -18,6 +18,7 @@ fixed digit sequences (reversal) with both, which must give the same tokens. Nee
 
 from __future__ import annotations
 
+import functools
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from torch import nn
 
 from tinyformer.errors import UserError
 from tinyformer.extras import need
-from tinyformer.files import make_dir
+from tinyformer.files import staged_folder
 from tinyformer.runfolder import TOKENIZER
 
 TOLERANCE = 1e-4  # largest |onnxruntime - PyTorch| accepted on the fixed inputs
@@ -127,26 +128,32 @@ def _session(path: Path):
 
 
 def export_onnx(run, out: str | Path, attention: bool = False, force: bool = False) -> OnnxExport:
-    """Write `run` (a loaded `Run`) as ONNX graphs into the folder `out`, then check them with onnxruntime."""
+    """Write `run` (a loaded `Run`) as ONNX graphs into the folder `out`, then check them with onnxruntime.
+
+    The graphs are written and checked in a temp folder beside `out`, moved in only when the check passed: a
+    refused, failed or interrupted export leaves nothing under `out`'s name, and an earlier export stays whole.
+    """
     need("tinyformer export onnx", "onnx", "onnxscript", "onnxruntime")
     from tinyformer.export.hf import check_target
     from tinyformer.models.protocols import CausalLM, EncoderDecoder
 
-    out = check_target(Path(out), force)
+    out = check_target(Path(out), force, run.path)
     model = run.model.float().cpu().eval()
-    make_dir(out)
     if isinstance(model, CausalLM):
-        result = _language_model(model, run, out, attention)
+        build = functools.partial(_language_model, model, run, attention=attention)  # (folder) -> OnnxExport
     elif isinstance(model, EncoderDecoder) and run.config.task == "reverse":
         if attention:
             raise UserError("--attention is for a language model's graph; the reversal graphs give logits")
-        result = _reversal(model, run, out)
+        build = functools.partial(_reversal, model, run)
     else:
         raise UserError(f"export onnx takes gpt and reverse runs; this one is a {run.config.task!r} run")
     tokenizer = Path(run.path) / TOKENIZER
-    if tokenizer.is_file():  # beside the graphs under the same name
-        shutil.copyfile(tokenizer, out / TOKENIZER)
-        result.files.append(TOKENIZER)
+    with staged_folder(out) as folder:
+        result = build(folder)
+        if tokenizer.is_file():  # beside the graphs under the same name
+            shutil.copyfile(tokenizer, folder / TOKENIZER)
+            result.files.append(TOKENIZER)
+    result.folder = out
     return result
 
 
@@ -171,14 +178,16 @@ def _language_model(model, run, out: Path, attention: bool) -> OnnxExport:
         want = want if isinstance(want, tuple) else (want,)
         worst = max(worst, *(float(abs(torch.from_numpy(a) - w).max()) for a, w in zip(got, want, strict=True)))
     if worst > TOLERANCE:
-        raise UserError(f"onnxruntime's logits differ from PyTorch's by {worst:.2e} (> {TOLERANCE:g}): {path} is wrong")
+        raise UserError(
+            f"onnxruntime's logits differ from PyTorch's by {worst:.2e} (> {TOLERANCE:g}): {path.name} is wrong"
+        )
     prompt = torch.tensor([run.tokenizer.encode(run.config.sample.prompt) or [0]])  # (1, T0)
     with torch.no_grad():
         ours = generate(model, prompt, GREEDY_TOKENS, temperature=0)[0].tolist()
     theirs = onnx_greedy(session, prompt[0].tolist(), GREEDY_TOKENS, c.block_size)
     if theirs != ours:
         first = next(i for i, (a, b) in enumerate(zip(theirs, ours, strict=True)) if a != b)
-        raise UserError(f"onnxruntime's greedy text leaves PyTorch's at token {first}: {path} is wrong")
+        raise UserError(f"onnxruntime's greedy text leaves PyTorch's at token {first}: {path.name} is wrong")
     return OnnxExport(out, ["model.onnx"], worst, f"{GREEDY_TOKENS} greedy tokens identical")
 
 
@@ -221,10 +230,10 @@ def _reversal(model, run, out: Path) -> OnnxExport:
             worst = max(worst, float(abs(torch.from_numpy(decoder.run(None, feed)[0]) - want).max()))
         ours = decode(model, src)  # (8, L) greedy, EOS then padding
     if worst > TOLERANCE:
-        raise UserError(f"onnxruntime differs from PyTorch by {worst:.2e} (> {TOLERANCE:g}): {out} is wrong")
+        raise UserError(f"onnxruntime differs from PyTorch by {worst:.2e} (> {TOLERANCE:g}): the graphs are wrong")
     theirs = reversal_greedy(encoder, decoder, src, BOS, EOS, PAD, ours.size(1))
     if not torch.equal(theirs, ours):
-        raise UserError(f"onnxruntime's greedy outputs differ from PyTorch's on fixed inputs: {out} is wrong")
+        raise UserError("onnxruntime's greedy outputs differ from PyTorch's on fixed inputs: the graphs are wrong")
     return OnnxExport(out, ["encoder.onnx", "decoder.onnx"], worst, f"greedy outputs identical on {len(src)} inputs")
 
 

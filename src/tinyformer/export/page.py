@@ -28,6 +28,7 @@ import base64
 import copy
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,7 @@ import torch
 from tinyformer.data.bpe import BPETokenizer
 from tinyformer.data.tokenizers import CharTokenizer
 from tinyformer.errors import UserError
-from tinyformer.files import atomic_write, make_dir, output_path
+from tinyformer.files import atomic_write, new_folders, not_in_run, output_path
 from tinyformer.models.gpt import MiniGPT
 
 PAGE = Path(__file__).parent / "page"
@@ -244,19 +245,22 @@ def cost(run, precision: str, n: int = PROBE_TOKENS) -> tuple[float, int]:
 
 
 def export_page(run, out: str | Path, precision: str = "fp16", force: bool = False) -> PageExport:
-    """Write `run` (a loaded gpt `Run`) as one HTML file at `out` -> what was written and what it cost."""
-    out = check_page_target(out, force)
+    """Write `run` (a loaded gpt `Run`) as one HTML file at `out` -> what was written and what it cost. The file
+    is written whole after its cost is measured (`atomic_write`): a refused or interrupted export leaves nothing
+    at `out`, nor a folder it made; never a file in the run's own folder."""
+    out = check_page_target(out, force, run.path)
     html = page_html(run, precision).encode("utf-8")
     error, same = cost(run, precision)
-    make_dir(out.parent)
-    atomic_write(out, lambda tmp: Path(tmp).write_bytes(html))
+    with new_folders(out.parent):
+        atomic_write(out, lambda tmp: Path(tmp).write_bytes(html))
     n = sum(p.numel() for p in run.model.parameters())
     return PageExport(out, len(html), precision, n, error, same, PROBE_TOKENS)
 
 
-def check_page_target(out: str | Path, force: bool) -> Path:
-    """The file to write: not a folder, not an existing file unless `force`."""
-    out = output_path(Path(out))
-    if out.exists() and not force:
+def check_page_target(out: str | Path, force: bool, run_dir: str | Path | None = None) -> Path:
+    """The file to write: not a folder, not in the run folder exported (`run_dir`), nothing at its name (a file,
+    a link) unless `force`, which replaces it (a link too, never written through)."""
+    out = not_in_run(output_path(Path(out)), run_dir)
+    if os.path.lexists(out) and not force:
         raise UserError(f"{str(out)!r} exists; give a new file, or --force to overwrite it")
     return out
