@@ -100,8 +100,8 @@ def test_new_folders_removes_only_the_empty_folders_it_made(tmp_path):
 SIGNALLED = """
 import os, signal, sys
 from pathlib import Path
-from tinyformer import interrupt
-from tinyformer.files import atomic_write, staged_folder
+from tinyformer import files, interrupt
+from tinyformer.files import atomic_write
 
 out, how = Path(sys.argv[1]), sys.argv[2]
 def stop(tmp):
