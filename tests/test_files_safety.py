@@ -128,3 +128,22 @@ def test_a_real_signal_midway_leaves_nothing_under_the_name_nor_beside_it(tmp_pa
     r = subprocess.run([sys.executable, str(script), str(out), how, signame], capture_output=True, timeout=60)
     assert r.returncode == 128 + getattr(signal, signame), r.stderr
     assert names(tmp_path) == ["stop.py"]
+
+
+def test_a_signal_while_a_staged_folder_moves_in_is_delivered_after_every_file_is_in(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (out / name).write_text("old")
+    replace = os.replace
+
+    def signalled(src, dst):  # Ctrl-C between the two renames
+        os.kill(os.getpid(), signal.SIGINT)
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", signalled)
+    with pytest.raises(KeyboardInterrupt), files.staged_folder(out) as folder:
+        for name in ("config.json", "model.safetensors"):
+            (folder / name).write_text("new")
+    assert {p.name: p.read_text() for p in out.iterdir()} == {"config.json": "new", "model.safetensors": "new"}
+    assert names(tmp_path) == ["out"]
