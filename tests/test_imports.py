@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runfolder",
         ),
     ),
-    ("config", ("config",)),
+    ("config", ("seeds", "config")),
     ("data", ("data",)),
     ("models", ("attention", "layers", "models")),
     ("generate", ("generate",)),  # a model's forward or encode/decode only: tasks use it for their inference verb

@@ -34,6 +34,7 @@ from typing import Any
 
 from tinyformer.errors import UserError
 from tinyformer.files import input_file
+from tinyformer.seeds import check_seed
 
 SCHEDULES = ("constant", "cosine", "noam", "wsd")
 OPTIMIZERS = ("adamw", "muon")  # train.optimizer; see `tinyformer.train.optim`
@@ -253,12 +254,6 @@ def _positive(name: str, value: float) -> None:
         raise UserError(f"{name}={value} is not a finite number")
     if value <= 0:
         raise UserError(f"{name}={value} must be > 0")
-
-
-def check_seed(name: str, value: int) -> None:
-    """Seeds must fit the generators: torch takes [-2**63, 2**64)."""
-    if not -(2**63) <= value < 2**64:
-        raise UserError(f"{name}={value} is outside the range a generator takes, [-2**63, 2**64)")
 
 
 def _section(where: str) -> str:

@@ -19,6 +19,7 @@ import torch
 from tinyformer.data.tokenizers import read_tokenizer
 from tinyformer.errors import UserError
 from tinyformer.files import write_text
+from tinyformer.seeds import check_seed
 
 PAD, BOS, EOS, DIGIT0 = 0, 1, 2, 3
 VOCAB_SIZE = 13
@@ -50,6 +51,7 @@ class ReversalConfig:
             raise UserError("data.n_train and data.n_val must be > 0")
         if self.val_max_len and self.val_max_len < self.min_len:
             raise UserError(f"data.val_max_len={self.val_max_len} is below data.min_len={self.min_len}")
+        check_seed("data.seed", self.seed, least=0)  # numpy's generator (`make_split`) takes no negative seed
 
     @property
     def longest(self) -> int:

@@ -33,6 +33,7 @@ from tinyformer.models.gpt import GPTConfig, MiniGPT, param_breakdown
 from tinyformer.models.hf_lm import config_from_hf, family, import_hf
 from tinyformer.models.protocols import Attentive, CausalLM
 from tinyformer.runfolder import SAMPLE, is_run
+from tinyformer.seeds import derive
 from tinyformer.tasks.base import Task, fit_model
 from tinyformer.tasks.cards import CARDS
 
@@ -121,11 +122,11 @@ class GPTTask(Task):
         val split on the same batches every call; "fresh", the MiniGPT lab's estimate, scores new batches of each
         split every call (`train_loss` too), drawn from where training stands, so a resumed run draws the same."""
         t = self.config.train
-        seed = t.seed + 1 if t.eval_batches == "fixed" else (t.seed + 1) * FRESH + (self.batches_drawn or 0)
+        seed = derive(t.seed + 1) if t.eval_batches == "fixed" else derive(t.seed + 1, FRESH, self.batches_drawn or 0)
         loss = self.mean_loss(model, "val", seed)  # nats per token
         result = {"loss": loss, "bpc": loss / math.log(2) / self.val_chars_per_token}
         if t.eval_batches == "fresh":
-            result["train_loss"] = self.mean_loss(model, "train", seed + 1)
+            result["train_loss"] = self.mean_loss(model, "train", derive(seed + 1))
         return result
 
     def mean_loss(self, model: nn.Module, split: str, seed: int) -> float:

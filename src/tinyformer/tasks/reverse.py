@@ -25,6 +25,7 @@ from tinyformer.errors import UserError
 from tinyformer.generate.decoding import beam_search, greedy_decode
 from tinyformer.models.protocols import Attentive, EncoderDecoder
 from tinyformer.models.seq2seq import Seq2SeqConfig, build_seq2seq
+from tinyformer.seeds import derive
 from tinyformer.tasks.base import Task, panel
 from tinyformer.tasks.cards import CARDS
 
@@ -38,7 +39,7 @@ def epoch_batch(n: int, batch_size: int, index: int, seed: int) -> torch.Tensor:
             f"data.sampling=epochs needs at least one whole batch: {n} pairs, train.batch_size={batch_size}"
         )
     epoch, i = divmod(index, per_epoch)
-    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(derive(seed, 1_000_003, epoch)))
     return order[i * batch_size : (i + 1) * batch_size]
 
 

@@ -19,6 +19,7 @@ from tinyformer.config import TrainConfig
 from tinyformer.errors import UserError
 from tinyformer.files import atomic_write
 from tinyformer.runfolder import METRICS, STATE, WEIGHTS, TrainerState, pending, read_metrics, read_state
+from tinyformer.seeds import derive
 from tinyformer.train import checkpoint as ckpt
 from tinyformer.train.distributed import World
 
@@ -101,8 +102,8 @@ def _load_weights_only(trainer: Resumable) -> TrainerState:
     rows = _metrics_up_to(trainer, step)
     select = trainer.task.select
     scores = [r[select] for r in rows if r.get("split") == "val" and select in r]
-    trainer.data_rng.manual_seed(trainer.config.seed + step)  # new batches, not those of step 1 again
-    torch.manual_seed(trainer.config.seed + step)
+    trainer.data_rng.manual_seed(derive(trainer.config.seed, plus=step))  # new batches, not those of step 1 again
+    torch.manual_seed(derive(trainer.config.seed, plus=step))
     if trainer.world.main:
         print(
             f"note: {WEIGHTS} and {STATE} are from different steps; --inexact: continuing from "
