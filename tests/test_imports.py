@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "device",
             "measure",
             "hub",
+            "timeplan",
             "runfolder",
         ),
     ),

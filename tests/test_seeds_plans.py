@@ -8,21 +8,30 @@ the plan; `set=` stores Python values exactly and refuses other types in one lin
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 import shutil
+import types
 from pathlib import Path
 
 import pytest
 import torch
 
+from tests.cli_helpers import user_error
 from tests.conftest import tiny_run_config
+from tests.train.test_budget import Clock, CostlyEval
+from tinyformer import api, runfolder
 from tinyformer import config as cfg
 from tinyformer.errors import UserError
+from tinyformer.models.gpt import GPTConfig, MiniGPT
 from tinyformer.runfolder import STATE, read_state
 from tinyformer.runs import train_run
 from tinyformer.tasks import GPTTask, get_task
 from tinyformer.tasks.gpt import FRESH
 from tinyformer.tasks.reverse import epoch_batch
+from tinyformer.train import budget
 from tinyformer.train import checkpoint as ckpt
+from tinyformer.train import trainer as trainer_module
 from tinyformer.train.trainer import Trainer
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tinyformer"
@@ -101,3 +110,111 @@ def test_an_inexact_resume_reseeds_with_any_seed(two_steps, tmp_path):
     ckpt.save_state(dataclasses.replace(state, step=1), run_dir / STATE)  # the weights stay at step 2
     trainer = Trainer(task.build_model(), task, config.train, run_dir, resume="inexact", progress=False)
     assert trainer.step == 2
+
+
+# ---- the plan in trainer_state.pt ------------------------------------------------------------------------------
+PLAN = {"budget": 6.0, "max_iters": 2530, "warmup_iters": 84, "eval_interval": 127, "step_s": 0.002, "eval_s": 0.03}
+PLAN |= {"eval_seconds": 0.12, "evals": 4, "plans": 54}
+
+
+def with_plan(run_dir: Path, plan) -> Path:
+    """trainer_state.pt of `run_dir` with `plan` as its "budget" entry, as a file holds it."""
+    data = torch.load(run_dir / STATE, weights_only=True) | {"budget": plan}
+    torch.save(data, run_dir / STATE)
+    return run_dir / STATE
+
+
+@pytest.mark.parametrize(
+    "plan, says",
+    [
+        ("60s", "'budget' is a str, not a plan (a dict)"),
+        ({k: v for k, v in PLAN.items() if k != "max_iters"}, "'budget.max_iters' is missing"),
+        (PLAN | {"eval_interval": 0}, "'budget.eval_interval' is 0; it must be an int from 1 below 2**63"),
+        (PLAN | {"max_iters": "2530"}, "'budget.max_iters' is '2530'; it must be an int from 0 below 2**63"),
+        (PLAN | {"max_iters": 2.5}, "'budget.max_iters' is 2.5; it must be an int from 0 below 2**63"),
+        (PLAN | {"plans": True}, "'budget.plans' is True; it must be an int from 0 below 2**63"),
+        (PLAN | {"warmup_iters": -1}, "'budget.warmup_iters' is -1; it must be an int from 0 below 2**63"),
+        (PLAN | {"max_iters": 2**70}, f"'budget.max_iters' is {2**70}; it must be an int from 0 below 2**63"),
+        (PLAN | {"budget": 0}, "'budget.budget' is 0; it must be a number of seconds above 0"),
+        (PLAN | {"step_s": float("nan")}, "'budget.step_s' is nan; it must be a finite number >= 0"),
+        (PLAN | {"eval_seconds": [1.0]}, "'budget.eval_seconds' is [1.0]; it must be a finite number >= 0"),
+    ],
+)
+def test_a_crafted_plan_is_one_line_naming_the_file_and_the_field(two_steps, tmp_path, plan, says):
+    path = with_plan(copy_of(two_steps, tmp_path), plan)
+    with pytest.raises(UserError) as e:
+        read_state(path)
+    assert str(e.value) == f"{path} does not hold a trainer state: {says}"
+
+
+def test_resuming_or_showing_a_run_with_a_crafted_plan_is_exit_2(two_steps, tmp_path, capsys):
+    """Before: a KeyError traceback (a plan with a key of its own), or a line naming train.eval_interval, not
+    the file."""
+    run_dir = copy_of(two_steps, tmp_path)
+    for plan, field in ((PLAN | {"budget": 60.0, "eval_interval": 0}, "eval_interval"), ({"x": 1}, "budget")):
+        path = with_plan(run_dir, plan)
+        resume = ["train", "gpt", "--resume", str(run_dir), "--time", "60s", "--set", "train.max_iters=4"]
+        for args in (resume, ["info", str(run_dir)]):
+            line = user_error(capsys, *args)
+            assert f"{path} does not hold a trainer state: 'budget" in line and field in line
+
+
+def test_an_old_checkpoints_plan_loads_as_a_typed_plan_and_is_written_back_the_same(two_steps, tmp_path):
+    """As the Trainer wrote it (a dict: `dataclasses.asdict(plan)`), and as one written before `evals` and
+    `plans` existed (their defaults)."""
+    run_dir = copy_of(two_steps, tmp_path)
+    older = {k: v for k, v in PLAN.items() if k not in ("evals", "plans")}
+    for plan in (PLAN, older):
+        state = read_state(with_plan(run_dir, plan))
+        assert state.budget == budget.Plan(**plan) and type(state.budget) is budget.Plan
+        assert state.to_dict()["budget"] == dataclasses.asdict(budget.Plan(**plan))
+        ckpt.save_state(state, run_dir / STATE)
+        assert torch.load(run_dir / STATE, weights_only=True)["budget"] == dataclasses.asdict(state.budget)
+
+
+def test_nothing_reads_the_plan_by_string_key():
+    """The plan is a `Plan`: `state.budget["max_iters"]` or `.get(...)` anywhere in the package reads a dict."""
+    found = [
+        f"{p.relative_to(SRC)}:{n}"
+        for p in sorted(SRC.rglob("*.py"))
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"\.budget(\[|\.get\(| or \{\})|Plan\(\*\*", line)
+    ]
+    assert found == []
+
+
+# ---- --time with train.max_iters -------------------------------------------------------------------------------
+def test_time_trains_for_its_budget_when_max_iters_is_below_the_measuring(tmp_path, monkeypatch):
+    """`--time 3s` with `train.max_iters=3`: the budget sizes the run, max_iters only the shape it scales.
+    Before, the run ended at step 3, before its first plan (after 14 measured steps), the budget ignored."""
+    clock = Clock(0.05)
+    fake = types.SimpleNamespace(perf_counter=clock.perf_counter, monotonic=clock.monotonic)
+    monkeypatch.setattr(trainer_module, "time", fake)
+    torch.manual_seed(0)
+    model = MiniGPT(GPTConfig(vocab_size=20, block_size=8, n_layer=1, n_head=2, n_embd=16, dropout=0.0, backend="sdpa"))
+    x = torch.randint(0, 20, (2, 8), generator=torch.Generator().manual_seed(1))
+    config = cfg.TrainConfig(max_iters=3, warmup_iters=0, eval_interval=100, eval_iters=1, device="cpu", time_budget=3)
+    trainer = Trainer(model, CostlyEval(x, clock, 0.0), config, tmp_path, progress=False)
+    result = trainer.fit()
+    assert result.status == "finished" and trainer.plan.plans >= 1 and result.step == trainer.plan.max_iters > 3
+    assert 0.95 * 3 <= trainer.train_seconds + trainer.plan.eval_seconds <= 3 * 1.001
+    rows = map(json.loads, (tmp_path / runfolder.METRICS).read_text().splitlines())
+    evals = [r["step"] for r in rows if r.get("split") == "val"]
+    assert evals == [0, result.step]  # step 0's, and one at the planned end (the config had none before its end)
+    unplanned = budget.Plan(3.0, 3, 0, 3)
+    assert budget.measuring(unplanned, 5).max_iters == 5 + budget.MEASURE + 3  # resumed before its first plan
+    assert budget.measuring(dataclasses.replace(unplanned, plans=1), 5).max_iters == 3  # a plan made is kept
+
+
+# ---- info and api.summary read the plan --------------------------------------------------------------------------
+def test_info_and_summary_read_the_plan_of_an_interrupted_time_run(two_steps, tmp_path):
+    """Before: "step 2/2" and "(finished)" at step 2 of a 2,530-step plan."""
+    from tinyformer.experiments.runner import finished
+
+    run_dir = copy_of(two_steps, tmp_path)
+    with_plan(run_dir, PLAN)
+    run = api.load(run_dir)
+    assert f"{run_dir}: gpt, step 2/2530 (unfinished: train it again to go on)" in api.summary(run)
+    assert "task gpt, step 2/2530 planned for 6 s\n" in api.info(run) and not finished(run_dir)
+    with_plan(run_dir, PLAN | {"max_iters": 2})  # the budget spent at step 2: the plan ends there
+    assert "step 2/2 (finished)" in api.summary(api.load(run_dir)) and finished(run_dir)

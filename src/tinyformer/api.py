@@ -23,6 +23,7 @@ from typing import Any
 
 from tinyformer.errors import UserError
 from tinyformer.results import CrossAttention, Figure, Report
+from tinyformer.timeplan import end_step, finished
 
 Overrides = Mapping[str, Any] | Iterable[str]
 
@@ -131,8 +132,8 @@ def evaluate(run, **options: Any) -> str:
 def summary(run) -> str:
     """One line: the run's folder and task, how far it trained, its best validation score."""
     run = _run(run)
-    step, end, best = run.state.step, run.config.train.max_iters, run.state.best_val
-    done = "finished" if step >= end or run.state.reached else "unfinished: train it again to go on"
+    step, end, best = run.state.step, end_step(run.state, run.config.train.max_iters), run.state.best_val
+    done = "finished" if finished(run.state, run.config.train.max_iters) else "unfinished: train it again to go on"
     return f"{run.path}: {run.config.task}, step {step}/{end} ({done}), best val {run.task.select} {best:.4f}"
 
 

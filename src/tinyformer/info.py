@@ -7,6 +7,7 @@ import json
 from tinyformer import config as cfg
 from tinyformer.models import count_parameters
 from tinyformer.runs import Run, best_val
+from tinyformer.timeplan import end_step
 
 
 def describe(run: Run) -> str:
@@ -15,8 +16,9 @@ def describe(run: Run) -> str:
     tps = st.tokens_seen / max(st.train_seconds, 1e-9)
     seen = f"{st.tokens_seen:,} tokens ({tps:,.0f}/s)"
     trained_in = f" in {st.precision}" if st.precision is not None else ""  # runs before train.precision: none
+    planned = "" if st.budget is None else f" planned for {st.budget.budget:,.0f} s"  # --time: the plan's steps
     lines = [
-        f"run {run.path}: task {run.config.task}, step {st.step}/{run.config.train.max_iters}",
+        f"run {run.path}: task {run.config.task}, step {st.step}/{end_step(st, run.config.train.max_iters)}{planned}",
         f"best val {run.task.select} {best_val(run):.4f}; {st.train_seconds:.0f} s of training{trained_in}, {seen}",
     ]
     if st.attention is not None:  # runs before model.backend=auto have none

@@ -33,6 +33,7 @@ import torch
 from tinyformer.device import BackendChoice
 from tinyformer.errors import UserError, first_line
 from tinyformer.files import make_dir, parse_json, read_json, reason
+from tinyformer.timeplan import Plan
 
 CONFIG = "config.json"
 TOKENIZER = "tokenizer.json"
@@ -146,16 +147,15 @@ KINDS = {  # trainer_state.pt's keys -> the types each accepts (never a bool)
     "processes": (int,),
     "reached": (str,),
     "grad_scaler": (dict,),
-    "budget": (dict,),
 }
 
 
 @dataclass
 class TrainerState:
     """Where a run stands and all an exact resume restores: what `Trainer.save` writes to trainer_state.pt,
-    what a resume continues from and what `Run.state` is. The first six fields every state has; the others
-    came later, so a folder written before them loads with their defaults. `attention` is a usable record or
-    None (a broken one is measured again on resume, as a run without one)."""
+    what a resume continues from and what `Run.state` is. The first six fields every state has; the others came
+    later, so a folder written before them loads with their defaults. `attention`: a usable record or None (a
+    broken one is measured again on resume, as a run without one); `budget`: a plan checked field by field."""
 
     step: int  # optimizer steps done
     best_val: float  # lowest validation score so far: the task's `select` key (inf before any)
@@ -168,13 +168,13 @@ class TrainerState:
     reached: str = ""  # "train.stop_at ... met at step N": the run finished before max_iters
     attention: BackendChoice | None = None  # the attention backend and why (info, resume and `load_run` use it)
     grad_scaler: dict | None = None  # fp16's gradient scaler
-    budget: dict | None = None  # train.time_budget: the schedule sized to it (`tinyformer.train.budget.Plan`)
+    budget: Plan | None = None  # train.time_budget: the schedule sized to it (`tinyformer.timeplan.Plan`)
 
     def __post_init__(self) -> None:
-        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name in KINDS}
-        fault = _fault({k: v for k, v in values.items() if v is not None or k in REQUIRED})
-        if fault is None and not isinstance(self.attention, (BackendChoice, type(None))):
-            fault = f"'attention' is not a {BackendChoice.__name__}"
+        fault = _fault({f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name in KINDS})
+        for name, kind in (("attention", BackendChoice), ("budget", Plan)):  # in the file, dicts `from_dict` reads
+            if fault is None and not isinstance(getattr(self, name), (kind, type(None))):
+                fault = f"{name!r} is not a {kind.__name__}"
         if fault is not None:
             raise TypeError(f"TrainerState: {fault}")
 
@@ -188,16 +188,14 @@ class TrainerState:
         if fault is not None:
             raise UserError(f"{where} does not hold a trainer state: {fault}")
         known = {k: v for k, v in data.items() if k in KINDS}
-        return cls(**known, attention=BackendChoice.from_record(data.get("attention")))
+        plan = Plan.from_dict(data["budget"], where) if "budget" in data else None
+        return cls(**known, attention=BackendChoice.from_record(data.get("attention")), budget=plan)
 
     def to_dict(self) -> dict:
         """trainer_state.pt's dict: every field in order, an optional one left out while it holds nothing."""
-        out = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name in REQUIRED or not (value is None or value == ""):
-                out[f.name] = dataclasses.asdict(value) if isinstance(value, BackendChoice) else value
-        return out
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        kept = {k: v for k, v in values.items() if k in REQUIRED or not (v is None or v == "")}
+        return {k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for k, v in kept.items()}
 
 
 REQUIRED = tuple(f.name for f in dataclasses.fields(TrainerState) if f.default is dataclasses.MISSING)
@@ -206,9 +204,9 @@ REQUIRED = tuple(f.name for f in dataclasses.fields(TrainerState) if f.default i
 def _fault(values: dict) -> str | None:
     """The first key of `values` (a required one: or its absence) whose type is not what a trainer state holds."""
     for key, kinds in KINDS.items():
-        if key not in values and key not in REQUIRED:
-            continue
         value = values.get(key)
+        if value is None and key not in REQUIRED:  # an optional key left out, or holding its default None
+            continue
         if isinstance(value, bool) or not isinstance(value, kinds):
             missing = "missing or " if key in REQUIRED else ""
             return f"{key!r} is {missing}not a {kinds[0].__name__}"

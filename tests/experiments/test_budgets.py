@@ -90,9 +90,10 @@ def test_a_time_budget_run_has_finished_at_its_plans_end_not_at_the_configs_max_
     from types import SimpleNamespace
 
     from tinyformer.experiments import runner
+    from tinyformer.timeplan import Plan
 
     (tmp_path / runner.STATE).write_text("")
-    state = SimpleNamespace(step=500, reached="", budget={"max_iters": 500})
+    state = SimpleNamespace(step=500, reached="", budget=Plan(60.0, max_iters=500, warmup_iters=10, eval_interval=100))
     monkeypatch.setattr(runner, "saved_config", lambda run_dir: {"train": {"max_iters": 800}})
     monkeypatch.setattr(runner, "read_state", lambda path: state)
     assert runner.finished(tmp_path)

@@ -33,8 +33,8 @@ class Shape:
 # ---- what the runs measured ---------------------------------------------------------------------------------
 def spent(r: CellResult) -> float:
     """Training and evaluation seconds of a --time run: what its budget bounds."""
-    plan = r.run.state.budget or {}
-    return r.run.state.train_seconds + plan.get("eval_seconds", 0.0)
+    plan = r.run.state.budget
+    return r.run.state.train_seconds + (plan.eval_seconds if plan is not None else 0.0)
 
 
 @dataclass

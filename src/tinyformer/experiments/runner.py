@@ -19,6 +19,7 @@ from tinyformer import interrupt
 from tinyformer.files import make_dir
 from tinyformer.runfolder import CONFIG, LOCK, METRICS, STATE, is_run, read_metrics, read_state, saved_config
 from tinyformer.runs import Run, load_run, prepare_run, train_run
+from tinyformer.timeplan import finished as finished_at
 
 
 @dataclass
@@ -42,9 +43,7 @@ class CellResult:
 def finished(run_dir: Path) -> bool:
     if not (run_dir / STATE).is_file():
         return False
-    config, state = saved_config(run_dir), read_state(run_dir / STATE)
-    end = state.budget["max_iters"] if state.budget else config["train"]["max_iters"]  # --time: the plan's end
-    return state.step >= end or bool(state.reached)  # train.stop_at met
+    return finished_at(read_state(run_dir / STATE), saved_config(run_dir)["train"]["max_iters"])  # --time: its plan's
 
 
 def run_cell(task: str, base: list[dict], extra: list[str], cell: Cell, folder: Path) -> CellResult:

@@ -8,7 +8,8 @@ most `MAX_EVALS`), the cosine (or wsd) decay ending at the new last step. After 
 evaluation) it measures again and moves the last step, so a machine that slows down or speeds up, even in a
 run's last stretch, still ends on time; the learning rate stays a pure function of (step, plan), and the plan
 is saved with each checkpoint, so a resumed run continues the same schedule. If the budget runs out anyway,
-the run evaluates, saves and ends there.
+the run evaluates, saves and ends there. `--time` sets the run's length, `train.max_iters` only the shape it
+scales: a config of fewer steps than the measuring takes still trains for its budget (`measuring`).
 
 What it chooses before the run: for a task with a budget table and a run given no `--config`, the model's shape,
 dropout, batch and learning rate come from the table's row for the budget (`row_for`): the shipped preset
@@ -26,10 +27,10 @@ import dataclasses
 import math
 import re
 import statistics
-from dataclasses import dataclass
 
 from tinyformer.config import TrainConfig
 from tinyformer.errors import UserError
+from tinyformer.timeplan import Plan
 
 ROW = re.compile(r"(?P<task>\w+?)_time_(?P<minutes>\d+)m")  # a budget row: presets/gpt_time_10m.toml
 MEASURE = 12  # steps timed before the first plan (the first 2 left out: allocations, caches)
@@ -52,46 +53,20 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
-@dataclass
-class Plan:
-    """The schedule sized to the budget, as saved in trainer_state.pt (`TrainerState.budget`)."""
-
-    budget: float  # seconds of training and evaluation together
-    max_iters: int
-    warmup_iters: int
-    eval_interval: int
-    step_s: float = 0.0  # the measured seconds per optimizer step the plan used
-    eval_s: float = 0.0  # the measured seconds per evaluation (their mean)
-    eval_seconds: float = 0.0  # time spent in evaluations so far (train_seconds excludes it)
-    evals: int = 0  # evaluations so far
-    plans: int = 0  # how many times the run has planned (0: not yet; then once a step and at each evaluation)
-
-    def apply(self, config: TrainConfig) -> TrainConfig:
-        """`config` with this plan's steps, warmup and evaluation cadence."""
-        return dataclasses.replace(
-            config, max_iters=max(self.max_iters, 1), warmup_iters=self.warmup_iters, eval_interval=self.eval_interval
-        )
-
-    def evaluated(self, seconds: float) -> Plan:
-        """This plan after one more evaluation that took `seconds`."""
-        total, n = self.eval_seconds + seconds, self.evals + 1
-        return dataclasses.replace(self, eval_seconds=total, evals=n, eval_s=total / n)
-
-    def line(self) -> str:
-        evals = self.max_iters // self.eval_interval + 1
-        return (
-            f"time budget {self.budget:,.0f} s: {self.step_s * 1000:,.1f} ms/step and {self.eval_s:.1f} s per "
-            f"evaluation measured here -> {self.max_iters:,} steps, warmup {self.warmup_iters:,}, {evals} "
-            f"evaluations (every {self.eval_interval:,} steps)"
-        )
-
-
 EVAL_SHARE = 0.1  # of the budget, for every evaluation together: fewer evaluations where they would take more
 
 
 def first_plan(config: TrainConfig) -> Plan:
     """Before anything is measured: the config's own schedule, replaced after `MEASURE` steps."""
-    return Plan(config.time_budget, config.max_iters, config.warmup_iters, config.eval_interval)
+    return measuring(Plan(config.time_budget, config.max_iters, config.warmup_iters, config.eval_interval), 0)
+
+
+def measuring(plan: Plan, step: int) -> Plan:
+    """A plan not made yet, at `step`, runs until it is: `--time` sizes the run, and `train.max_iters` only gives
+    the shape the plan scales (its warmup's share, its count of evaluations), so a config of fewer steps than the
+    measuring takes (`train.max_iters=3`) does not end the run before its budget is planned. (The one step more:
+    the step that plans is not the last of the schedule, so it does not evaluate off the cadence.)"""
+    return plan if plan.plans else dataclasses.replace(plan, max_iters=max(plan.max_iters, step + MEASURE + 3))
 
 
 def replan(plan: Plan, original: TrainConfig, step: int, train_seconds: float, recent: list[float]) -> Plan:

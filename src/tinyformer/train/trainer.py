@@ -149,13 +149,13 @@ class Trainer:
         self.best_val, self.train_seconds, self.tokens_seen = state.best_val, state.train_seconds, state.tokens_seen
         if self.config.stop_at and state.reached.startswith(f"{self.config.stop_at} met"):
             self.reached = state.reached
-        if self.plan is not None and state.budget:  # the schedule sized to the budget so far
-            if state.budget["budget"] != self.original.time_budget:
+        if self.plan is not None and state.budget is not None:  # the schedule sized to the budget so far
+            if state.budget.budget != self.original.time_budget:
                 raise UserError(
-                    f"this run was planned for a budget of {state.budget['budget']:g} s; resume it with that budget "
-                    f"(train.time_budget={state.budget['budget']:g}), not {self.original.time_budget:g}"
+                    f"this run was planned for a budget of {state.budget.budget:g} s; resume it with that budget "
+                    f"(train.time_budget={state.budget.budget:g}), not {self.original.time_budget:g}"
                 )
-            self._follow(budget.Plan(**state.budget))
+            self._follow(budget.measuring(state.budget, self.step))  # (one not made yet runs until it is)
         return state.attention
 
     # ---- the loop ------------------------------------------------------------
@@ -362,7 +362,7 @@ class Trainer:
             reached=self.reached,
             attention=self.attention,
             grad_scaler=None if self.scaler is None else self.scaler.state_dict(),
-            budget=None if self.plan is None else dataclasses.asdict(self.plan),
+            budget=self.plan,
         )
         parts = {WEIGHTS: ckpt.weights_writer(self.model, self.step), STATE: ckpt.state_writer(state)}
         if best:
