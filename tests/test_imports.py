@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runfolder",
         ),
     ),
-    ("config", ("seeds", "config")),
+    ("config", ("seeds", "overrides", "config")),
     ("data", ("data",)),
     ("models", ("attention", "layers", "models")),
     ("generate", ("generate",)),  # a model's forward or encode/decode only: tasks use it for their inference verb

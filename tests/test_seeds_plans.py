@@ -218,3 +218,45 @@ def test_info_and_summary_read_the_plan_of_an_interrupted_time_run(two_steps, tm
     assert "task gpt, step 2/2530 planned for 6 s\n" in api.info(run) and not finished(run_dir)
     with_plan(run_dir, PLAN | {"max_iters": 2})  # the budget spent at step 2: the plan ends there
     assert "step 2/2 (finished)" in api.summary(api.load(run_dir)) and finished(run_dir)
+
+
+# ---- api.train(set=...) ---------------------------------------------------------------------------------------
+EXACT = ["🙂", 'say "hi"', "back\\slash", "tab\tnew\nline", "\x00\x1f\x7f", "'''\"\"\"", "1", "true", "a=b", "\ufeff"]
+
+
+def resolved(values: dict) -> cfg.RunConfig:
+    return cfg.resolve(GPTTask.default_config(), [], api.overrides(values))
+
+
+def test_set_stores_python_values_exactly(tmp_path):
+    """Before: "🙂" was stored as the text "\\ud83d\\ude42" with its quotes (json.dumps's escapes are not TOML's),
+    a Path was a TypeError, DEL a stored string with its quotes."""
+    for text in EXACT:
+        assert resolved({"sample.prompt": text}).sample.prompt == text
+    every = "".join(map(chr, [*range(1, 0xD800), *range(0xE000, 0x110000)]))  # every character but surrogates
+    assert resolved({"sample.prompt": every}).sample.prompt == every
+    config = resolved({"data.path": tmp_path / "my text.txt", "train.lr": 1e-05, "train.compile": False})
+    assert config.data.path == str(tmp_path / "my text.txt") and config.train.lr == 1e-05
+    assert resolved({"model.n_layer": 2, "train.cooldown": 1}).train.cooldown == 1.0
+
+
+@pytest.mark.parametrize("value", [None, [1], {"a": 1}, b"x", (1,), object()])
+def test_set_refuses_any_other_type_in_one_line(value):
+    with pytest.raises(UserError) as e:
+        api.overrides({"sample.prompt": value})
+    assert str(e.value) == (
+        f"set['sample.prompt'] is a {type(value).__name__}; a value of set= is a str, int, float, bool or Path"
+    )
+    with pytest.raises(UserError, match="is not a config key"):
+        api.overrides({3: 1})
+
+
+def test_train_with_set_stores_an_emoji_prompt_as_it_is(two_steps, tmp_path):
+    text = tmp_path / "text.txt"
+    text.write_text(two_steps[1].read_text(encoding="utf-8") + "🙂\n", encoding="utf-8")
+    sets = {"model.block_size": 16, "model.n_layer": 1, "model.n_head": 2, "model.n_embd": 16, "train.max_iters": 1}
+    sets |= {"train.batch_size": 2, "train.eval_iters": 1, "train.device": "cpu", "sample.tokens": 3}
+    run = api.train("gpt", set=sets | {"sample.prompt": "🙂", "data.path": text}, out=tmp_path / "run", progress=False)
+    saved = json.loads((tmp_path / "run" / runfolder.CONFIG).read_text(encoding="utf-8"))
+    assert saved["sample"]["prompt"] == "🙂" and saved["data"]["path"] == str(text) and run.state.step == 1
+    assert (tmp_path / "run" / runfolder.SAMPLE).read_text(encoding="utf-8").startswith("🙂")

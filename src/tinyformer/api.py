@@ -17,25 +17,14 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from tinyformer.errors import UserError
+from tinyformer.overrides import Overrides, overrides
 from tinyformer.results import CrossAttention, Figure, Report
 from tinyformer.timeplan import end_step, finished
-
-Overrides = Mapping[str, Any] | Iterable[str]
-
-
-def overrides(values: Overrides) -> list[str]:
-    """`--set` overrides from a mapping ({"model.n_layer": 2}, values as Python values) or from
-    "section.key=value" strings as the command line takes them."""
-    if isinstance(values, str):
-        raise UserError(f"set={values!r}: give a list of 'section.key=value' strings or a dict, not one string")
-    if isinstance(values, Mapping):
-        return [f"{key}={json.dumps(value)}" for key, value in values.items()]
-    return [str(v) for v in values]
 
 
 # ---- training ---------------------------------------------------------------------------------------

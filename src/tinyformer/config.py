@@ -34,6 +34,7 @@ from typing import Any
 
 from tinyformer.errors import UserError
 from tinyformer.files import input_file
+from tinyformer.overrides import parse_override
 from tinyformer.seeds import check_seed
 
 SCHEDULES = ("constant", "cosine", "noam", "wsd")
@@ -304,18 +305,6 @@ def _check_type(path: str, value: Any, kind: Any) -> Any:
             return value
     names = " or ".join(getattr(t, "__name__", str(t)) for t in allowed)
     raise UserError(f"{path} expects {names}, got {value!r}")
-
-
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """`"train.lr=1e-3"` -> (["train", "lr"], 0.001); values are TOML literals, else strings."""
-    key, sep, raw = text.partition("=")
-    if not sep or not key.strip():
-        raise UserError(f"--set {text!r} is not of the form section.key=value")
-    try:
-        value = tomllib.loads(f"v = {raw.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw.strip()  # a bare word such as cpu or cosine
-    return key.strip().split("."), value
 
 
 def merge(base: dict, updates: dict, where: str = "") -> dict:

@@ -6,6 +6,7 @@ import json
 
 from tinyformer import config as cfg
 from tinyformer.models import count_parameters
+from tinyformer.overrides import toml_value
 from tinyformer.runs import Run, best_val
 from tinyformer.timeplan import end_step
 
@@ -31,11 +32,11 @@ def describe(run: Run) -> str:
 
 def to_toml(d: dict) -> str:
     """Flat sections of scalars as TOML (a preset can be copied from it)."""
-    top = [f"{k} = {json.dumps(v)}" for k, v in d.items() if not isinstance(v, dict)]
+    top = [f"{k} = {toml_value(v) or json.dumps(v)}" for k, v in d.items() if not isinstance(v, dict)]
     parts = ["\n".join(top)]
     for k, v in d.items():
         if isinstance(v, dict):
-            body = "\n".join(f"{kk} = {json.dumps(vv, ensure_ascii=False)}" for kk, vv in v.items())
+            body = "\n".join(f"{kk} = {toml_value(vv) or json.dumps(vv, ensure_ascii=False)}" for kk, vv in v.items())
             parts.append(f"[{k}]\n{body}")
     return "\n\n".join(parts)
 
