@@ -173,10 +173,13 @@ def test_an_old_checkpoints_plan_loads_as_a_typed_plan_and_is_written_back_the_s
 
 
 def test_nothing_reads_the_plan_by_string_key():
-    """The plan is a `Plan`: `state.budget["max_iters"]` or `.get(...)` anywhere in the package reads a dict."""
+    """The plan is a `Plan`: `state.budget["max_iters"]` or `.get(...)` in the package, its tools or the
+    notebooks' code reads a dict."""
+    root = SRC.parents[1]
+    code = [*SRC.rglob("*.py"), *(root / "tools").rglob("*.py"), *(root / "docs" / "lab" / "notebooks").glob("*.py")]
     found = [
-        f"{p.relative_to(SRC)}:{n}"
-        for p in sorted(SRC.rglob("*.py"))
+        f"{p.relative_to(root)}:{n}"
+        for p in sorted(code)
         for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
         if re.search(r"\.budget(\[|\.get\(| or \{\})|Plan\(\*\*", line)
     ]

@@ -179,7 +179,7 @@ display(api.draw(api.bert_attention("The man saw the bird with the telescope"), 
 budget = 10 if guide.quick else 60
 timed = api.train("gpt", set=[f"train.time_budget={budget}"], out=guide.runs / f"mine/time-{budget}s")
 val = [r["loss"] for r in api.metrics(timed) if r["split"] == "val"]
-spent = timed.state.train_seconds + (timed.state.budget or {}).get("eval_seconds", 0.0)
+spent = timed.state.train_seconds + (timed.state.budget.eval_seconds if timed.state.budget else 0.0)
 print(f"row {timed.config.train.time_row}: best val {min(val):.4f} in {spent:.0f} s of a {budget} s budget")
 print("the guide's --time 1m (3 seeds):", guide.quoted("experiments/budgets/1min: 1 / best val (median, range)"))
 if guide.full:
