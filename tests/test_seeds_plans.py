@@ -190,7 +190,7 @@ def test_nothing_reads_the_plan_by_string_key():
 def test_time_trains_for_its_budget_when_max_iters_is_below_the_measuring(tmp_path, monkeypatch):
     """`--time 3s` with `train.max_iters=3`: the budget sizes the run, max_iters only the shape it scales.
     Before, the run ended at step 3, before its first plan (after 14 measured steps), the budget ignored."""
-    clock = Clock(0.05)
+    clock = Clock(0.1)
     fake = types.SimpleNamespace(perf_counter=clock.perf_counter, monotonic=clock.monotonic)
     monkeypatch.setattr(trainer_module, "time", fake)
     torch.manual_seed(0)
