@@ -260,6 +260,7 @@ def input_file(path: str | Path, what: str = "file") -> Path:
 def output_path(path: str | Path, folder: bool = False) -> Path:
     """Check, before any work, that a file (or, with `folder`, a folder) can be written at `path`."""
     p = Path(path).expanduser()
+    utf8_path(p)  # a run folder or output the weights library could not open, refused before training
     found, wanted = kind(p), "folder" if folder else "file"
     if found not in (None, wanted):
         raise UserError(f"{str(p)!r} is a {found}; give a {wanted} to write")
@@ -274,3 +275,24 @@ def output_path(path: str | Path, folder: bool = False) -> Path:
     except OSError as e:
         raise UserError(f"cannot write {str(p)!r}: {str(parent)!r} takes no new file ({reason(e)})") from None
     return p
+
+
+def utf8_path(path: Path) -> str:
+    """`path` as the text safetensors and matplotlib open: UTF-8 paths only. A name in another encoding (bytes
+    such as b"run-\\xff", which Python holds as surrogates) is a UserError saying so, not "corrupt or truncated"."""
+    if utf8(str(path)):
+        return str(path)
+    bad = next(part for part in Path(path).parts if not utf8(part))
+    raise UserError(
+        f"{shown_path(path)}: the name '{shown_path(bad)}' is not UTF-8, and the weights library (safetensors) opens "
+        "UTF-8 paths only; rename it to a UTF-8 name"
+    )
+
+
+def utf8(text: str) -> bool:
+    return not any("\ud800" <= c <= "\udfff" for c in text)  # only a surrogate has no UTF-8 form
+
+
+def shown_path(path: str | Path) -> str:
+    """A path as a line can print it: bytes that are not UTF-8 as \\xNN."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")

@@ -81,3 +81,10 @@ def test_a_run_folder_whose_name_is_not_utf8_is_refused_in_words_that_say_so(com
     err = user_error(capsys, *args)
     assert "the name 'run-\\xff' is not UTF-8" in err and "rename it" in err and "corrupt" not in err, err
     assert not (tmp_path / "p.html").exists()
+
+
+def test_training_into_a_folder_whose_name_is_not_utf8_is_refused_before_it_trains(text_file, tmp_path, capsys):
+    run = tmp_path / os.fsdecode(b"run-\xff")  # matplotlib and safetensors would fail on it after training
+    err = user_error(capsys, "train", "gpt", "--data", str(text_file), "--out", str(run), "--set", "train.max_iters=2")
+    assert "the name 'run-\\xff' is not UTF-8" in err and "rename it" in err, err
+    assert not os.path.lexists(run)

@@ -24,7 +24,7 @@ from torch import nn
 
 from tinyformer.device import model_device
 from tinyformer.errors import UserError, first_line
-from tinyformer.files import atomic_write, read_json, reason
+from tinyformer.files import atomic_write, read_json, reason, utf8_path
 from tinyformer.runfolder import COMMIT, PARTS, STATE, WEIGHTS, WRITTEN, TrainerState, read_state, run_lock, temp
 
 
@@ -156,31 +156,6 @@ def weights_step(path: Path) -> int | None:
     except Exception as e:  # safetensors raises its own error type for corrupt files
         raise UserError(f"{path} is not a readable safetensors file (corrupt or truncated): {first_line(e)}") from None
     return int(step) if step is not None and step.isdigit() else None
-
-
-def utf8_path(path: Path) -> str:
-    """`path` as the text safetensors opens. It opens UTF-8 paths only: a name in another encoding (bytes such as
-    b"run-\\xff", which Python holds as surrogates) is a UserError saying so, not "corrupt or truncated"."""
-    if utf8(str(path)):
-        return str(path)
-    bad = next(part for part in Path(path).parts if not utf8(part))
-    raise UserError(
-        f"{shown_path(path)}: the name '{shown_path(bad)}' is not UTF-8, and the weights library (safetensors) opens "
-        "UTF-8 paths only; rename it to a UTF-8 name"
-    )
-
-
-def utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def shown_path(path: str | Path) -> str:
-    """A path as a line can print it: bytes that are not UTF-8 as \\xNN."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def load_weights(model: nn.Module, path: Path) -> None:
