@@ -39,7 +39,10 @@ def add_train(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", help="auto, cpu, cuda or mps (train.device)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (train.compile)")
     p.add_argument("--tensorboard", action="store_true", help="write TensorBoard events to RUN/tb")
-    time = "train this long, evaluations included (90s, 10m, 1h30m): the schedule is sized to it (train.time_budget)"
+    time = (
+        "train this long, evaluations included (90s, 10m, 1h30m): the schedule is sized to it, in place of "
+        "train.max_iters, which only gives its shape (train.time_budget)"
+    )
     p.add_argument("--time", metavar="DURATION", help=time)
 
 
