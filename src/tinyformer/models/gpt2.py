@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from tinyformer.errors import UserError
+from tinyformer.models.hf_config import check_config, check_shapes, copied, model_type
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}  # theirs -> our ffn
 BUFFERS = (".attn.bias", ".attn.masked_bias")  # the causal mask some checkpoints store: not weights
@@ -47,36 +48,24 @@ def _names(n_layer: int) -> list[tuple[str, str, bool]]:
     return out
 
 
-def config_from_gpt2(hf: dict) -> dict:
-    """A GPT-2 config.json (as a dict) -> the GPTConfig fields of its architecture; UserError for what
-    MiniGPT cannot reproduce, naming the key."""
-    if hf.get("model_type") != "gpt2":
-        raise UserError(f"model_type={hf.get('model_type')!r} in config.json is not GPT-2; expected 'gpt2'")
-    act = hf.get("activation_function", "gelu_new")
+def config_from_gpt2(hf: dict, where: str = "config.json") -> dict:
+    """A GPT-2 config.json (as a dict; `where` names it) -> the GPTConfig fields of its architecture, every key
+    checked first (`tinyformer.models.hf_config`); UserError for what MiniGPT cannot reproduce, naming the key."""
+    if model_type(hf, where) != "gpt2":
+        raise UserError(f"model_type={model_type(hf)!r} in config.json is not GPT-2; expected 'gpt2'")
+    hf = check_config(hf, where)
+    act = hf["activation_function"]
     if act not in ACTIVATIONS:
         raise UserError(f"activation_function={act!r} is not supported; only {', '.join(ACTIVATIONS)}")
     D = hf["n_embd"]
-    inner = hf.get("n_inner") or 4 * D
+    inner = hf["n_inner"] or 4 * D
     for key, ok in (
-        ("scale_attn_weights", hf.get("scale_attn_weights", True)),
-        ("scale_attn_by_inverse_layer_idx", not hf.get("scale_attn_by_inverse_layer_idx", False)),
+        ("scale_attn_weights", hf["scale_attn_weights"]),
+        ("scale_attn_by_inverse_layer_idx", not hf["scale_attn_by_inverse_layer_idx"]),
     ):
         if not ok:
-            raise UserError(f"{key}={hf.get(key)!r} in config.json is a GPT-2 variant MiniGPT does not build")
-    return dict(
-        vocab_size=hf["vocab_size"],
-        block_size=hf["n_positions"],
-        n_layer=hf["n_layer"],
-        n_head=hf["n_head"],
-        n_embd=D,
-        mlp_ratio=inner / D,
-        norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
-        qkv_bias=True,
-        positions="learned",
-        causal=True,
-        ffn=ACTIVATIONS[act],
-        tie_weights=hf.get("tie_word_embeddings", True),
-    )
+            raise UserError(f"{key}={hf[key]!r} in config.json is a GPT-2 variant MiniGPT does not build")
+    return copied(hf) | dict(mlp_ratio=inner / D, qkv_bias=True, positions="learned", causal=True, ffn=ACTIVATIONS[act])
 
 
 def import_gpt2(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
@@ -84,11 +73,16 @@ def import_gpt2(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
     from `config_from_gpt2`; UserError naming the first tensor that is missing, extra or of the wrong shape."""
     theirs = {(k if k.startswith(("transformer.", "lm_head.")) else "transformer." + k): v for k, v in state.items()}
     theirs = {k: v for k, v in theirs.items() if not k.endswith(BUFFERS)}
+    mine = model.state_dict()
+    names = _names(model.config.n_layer)
+    expected = {name: mine[ours].shape[::-1] if conv else mine[ours].shape for ours, name, conv in names}
+    expected["lm_head.weight"] = mine["head.weight"].shape
+    check_shapes(theirs, expected, getattr(state, "where", "the checkpoint"))  # before any is transposed or copied
     ours = {}
-    for mine, name, conv in _names(model.config.n_layer):
+    for mine_name, name, conv in names:
         if name not in theirs:
             raise UserError(f"the checkpoint has no tensor {name!r}: it is not a GPT-2 of this config.json")
-        ours[mine] = theirs.pop(name).T if conv else theirs.pop(name)
+        ours[mine_name] = theirs.pop(name).T if conv else theirs.pop(name)
     load_named(model, ours, theirs)
 
 

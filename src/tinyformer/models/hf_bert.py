@@ -12,14 +12,15 @@ result against `transformers` to 1e-4.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import torch
 
 from tinyformer.errors import UserError
-from tinyformer.files import read_json
-from tinyformer.hub import hf_config, hf_weights, pretrained_folder
+from tinyformer.hub import MAX_CONFIG_BYTES, folder_json, hf_config, hf_weights, pretrained_folder
 from tinyformer.models.bert import BertConfig, BertEncoder, BertForMaskedLM
+from tinyformer.models.hf_config import check_config, check_shapes, copied, model_type
 
 # ---- loading a Hugging Face BERT checkpoint ----------------------------------------------------------------------
 
@@ -40,36 +41,18 @@ _BLOCK_NAMES = [
 ]
 
 
-_HF_DEFAULTS = dict(  # what transformers' BertConfig assumes for a key a config.json leaves out
-    vocab_size=30522, max_position_embeddings=512, type_vocab_size=2, num_hidden_layers=12, num_attention_heads=12,
-    hidden_size=768, intermediate_size=3072, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
-    layer_norm_eps=1e-12,
-)  # fmt: skip
-
-
-def config_from_hf(hf: dict, *, backend: str = "sdpa") -> BertConfig:
-    """A Hugging Face BERT config.json (as a dict) -> BertConfig; UserError for what we cannot reproduce."""
-    if hf.get("model_type") != "bert":
-        raise UserError(f"model_type={hf.get('model_type')!r} in config.json is not a BERT; expected 'bert'")
-    if hf.get("hidden_act", "gelu") != "gelu":
-        raise UserError(f"hidden_act={hf['hidden_act']!r} is not supported; only 'gelu' (exact GELU)")
-    if hf.get("position_embedding_type", "absolute") != "absolute":
-        raise UserError(f"position_embedding_type={hf['position_embedding_type']!r} is not supported; only 'absolute'")
-    h = _HF_DEFAULTS | {k: hf[k] for k in _HF_DEFAULTS if k in hf}
-    return BertConfig(
-        vocab_size=h["vocab_size"],
-        block_size=h["max_position_embeddings"],
-        type_vocab_size=h["type_vocab_size"],
-        n_layer=h["num_hidden_layers"],
-        n_head=h["num_attention_heads"],
-        n_embd=h["hidden_size"],
-        d_ff=h["intermediate_size"],
-        dropout=h["hidden_dropout_prob"],
-        attn_dropout=h["attention_probs_dropout_prob"],
-        layer_norm_eps=h["layer_norm_eps"],
-        backend=backend,
-        positions="learned",
-    )
+def config_from_hf(hf: dict, *, backend: str = "sdpa", where: str = "config.json") -> BertConfig:
+    """A Hugging Face BERT config.json (as a dict; `where` names it) -> BertConfig, every key checked first (with
+    transformers' defaults for those it leaves out: `tinyformer.models.hf_config`); UserError for what we cannot
+    reproduce."""
+    if model_type(hf, where) != "bert":
+        raise UserError(f"model_type={model_type(hf)!r} in config.json is not a BERT; expected 'bert'")
+    h = check_config(hf, where)
+    if h["hidden_act"] != "gelu":
+        raise UserError(f"hidden_act={h['hidden_act']!r} is not supported; only 'gelu' (exact GELU)")
+    if h["position_embedding_type"] != "absolute":
+        raise UserError(f"position_embedding_type={h['position_embedding_type']!r} is not supported; only 'absolute'")
+    return BertConfig(**copied(h), backend=backend, positions="learned")
 
 
 def _legacy_name(k: str) -> str:
@@ -117,9 +100,27 @@ def hf_head_to_ours(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor] |
     return out
 
 
-def _encoder_state(state: dict[str, torch.Tensor], n_layer: int, where: str) -> dict[str, torch.Tensor]:
+def hf_shapes(model: BertEncoder) -> dict[str, tuple[int, ...]]:
+    """The shape of every tensor of a BERT checkpoint (prefix stripped) of `model`'s architecture, by its name."""
+    mine, D, V = model.state_dict(), model.config.n_embd, model.config.vocab_size
+    out = {hf: tuple(mine[ours].shape) for ours, hf in _EMBEDDING_NAMES}
+    for i, (ours, hf), p in itertools.product(range(model.config.n_layer), _BLOCK_NAMES, ("weight", "bias")):
+        out[f"encoder.layer.{i}.{hf}.{p}"] = tuple(mine[f"blocks.{i}.{ours}.{p}"].shape)
+    for i, name in itertools.product(range(model.config.n_layer), ("query", "key", "value")):
+        out |= {
+            f"encoder.layer.{i}.attention.self.{name}.weight": (D, D),
+            f"encoder.layer.{i}.attention.self.{name}.bias": (D,),
+        }
+    head = {"transform.dense.weight": (D, D), "transform.dense.bias": (D,), "bias": (V,), "decoder.bias": (V,)}
+    head |= {"transform.LayerNorm.weight": (D,), "transform.LayerNorm.bias": (D,)}
+    return out | {f"cls.predictions.{k}": v for k, v in head.items()}
+
+
+def _encoder_state(state: dict[str, torch.Tensor], model: BertEncoder, where: str) -> dict[str, torch.Tensor]:
+    state = _strip_hf_names(state) | {_legacy_name(k): v for k, v in state.items() if k.startswith("cls.")}
+    check_shapes(state, hf_shapes(model), where)  # before q, k and v are joined
     try:
-        return hf_to_ours(_strip_hf_names(state), n_layer)
+        return hf_to_ours(state, model.config.n_layer)
     except KeyError as e:
         raise UserError(f"{where} is not a BERT checkpoint: no tensor {e.args[0]!r}") from None
 
@@ -130,7 +131,8 @@ def load_hf_bert(path: str | Path, *, backend: str = "sdpa") -> BertEncoder:
     for name in ("config.json", "model.safetensors"):
         if not (folder / name).is_file():
             raise UserError(f"{folder} is not a Hugging Face BERT folder: {name} is missing")
-    model = BertEncoder(config_from_hf(read_json(folder / "config.json"), backend=backend))
+    hf = folder_json(folder / "config.json", MAX_CONFIG_BYTES)
+    model = BertEncoder(config_from_hf(hf, backend=backend, where=str(folder / "config.json")))
     load_hf_weights(model, folder)
     return model.eval()
 
@@ -156,7 +158,7 @@ def load_hf_weights(model: BertEncoder | BertForMaskedLM, folder: Path) -> str:
     state = hf_weights(folder)
     encoder = model.bert if isinstance(model, BertForMaskedLM) else model
     try:
-        encoder.load_state_dict(_encoder_state(state, encoder.config.n_layer, str(folder)))
+        encoder.load_state_dict(_encoder_state(state, encoder, str(folder)))
     except RuntimeError as e:  # a tensor's shape differs from what config.json says
         detail = str(e).strip().splitlines()[-1].strip()[:200]
         raise UserError(f"{folder}: the weights do not match its config.json: {detail}") from None

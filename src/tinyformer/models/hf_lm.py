@@ -13,23 +13,25 @@ from torch import nn
 
 from tinyformer.errors import UserError
 from tinyformer.models import gpt2, llama
+from tinyformer.models.hf_config import model_type
 
 READS = ("gpt2", *llama.FAMILIES)  # model_type values MiniGPT loads
 TRAINING = ("dropout", "embedding_dropout", "attn_dropout", "backend", "grad_checkpoint", "init", "init_from")
 TRAINING += ("zero_init",)  # GPTConfig's fields that do not change what a trained model computes
 
 
-def config_from_hf(hf: dict) -> dict:
-    """A config.json (as a dict) -> every GPTConfig field of its architecture: the format's, and GPTConfig's
-    default for each switch the format does not have (a run's qk_norm or soft cap must not survive into a
-    checkpoint that has none); UserError naming what MiniGPT does not build."""
+def config_from_hf(hf: dict, where: str = "config.json") -> dict:
+    """A config.json (as a dict; `where` names it) -> every GPTConfig field of its architecture: the format's, and
+    GPTConfig's default for each switch the format does not have (a run's qk_norm or soft cap must not survive
+    into a checkpoint that has none); UserError naming the bad key (`tinyformer.models.hf_config` checks every
+    one) or what MiniGPT does not build."""
     from tinyformer.models.gpt import GPTConfig
 
-    kind = hf.get("model_type")
+    kind = model_type(hf, where)
     if kind == "gpt2":
-        fields = gpt2.config_from_gpt2(hf)
+        fields = gpt2.config_from_gpt2(hf, where)
     elif kind in llama.FAMILIES:
-        fields = llama.config_from_llama(hf)
+        fields = llama.config_from_llama(hf, where)
     else:
         raise UserError(f"model_type={kind!r} in config.json: MiniGPT loads {', '.join(READS)}")
     defaults = {f.name: f.default for f in dataclasses.fields(GPTConfig) if f.name not in TRAINING}

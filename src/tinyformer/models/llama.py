@@ -19,11 +19,14 @@ value projections (`qkv_bias=True`). The rest is bookkeeping:
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 from torch import nn
 
 from tinyformer.errors import UserError
 from tinyformer.models.gpt2 import load_named
+from tinyformer.models.hf_config import check_config, check_shapes, copied, model_type
 
 FAMILIES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}  # model_type -> architecture
 BUFFERS = (".rotary_emb.inv_freq",)
@@ -46,48 +49,43 @@ def _names(n_layer: int) -> list[tuple[str, str]]:
 
 
 def rope_theta(hf: dict) -> float:
-    """rope_theta from a config.json of transformers 5 (`rope_parameters`) or 4.x (top level); UserError for a
-    scaled RoPE (Llama 3.1's "llama3", YaRN, ...), which MiniGPT does not build."""
-    params = hf.get("rope_parameters") or {}
-    scaling = hf.get("rope_scaling") or params
-    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    """rope_theta from checked config.json values (`check_config`) of transformers 5 (`rope_parameters`) or 4.x
+    (top level); UserError for a scaled RoPE (Llama 3.1's "llama3", YaRN, ...), which MiniGPT does not build."""
+    where = "rope_scaling" if hf["rope_scaling"] else "rope_parameters"
+    kind = hf[f"{where}.rope_type"] or hf.get(f"{where}.type") or "default"
     if kind != "default":
         raise UserError(f"rope type {kind!r} in config.json: MiniGPT builds the plain rotary embedding only")
-    return float(params.get("rope_theta", hf.get("rope_theta", 10000.0)))
+    return hf["rope_parameters.rope_theta"] or hf["rope_theta"]
 
 
-def config_from_llama(hf: dict) -> dict:
-    """A Llama or Qwen2 config.json (as a dict) -> the GPTConfig fields of its architecture; UserError for
-    what MiniGPT cannot reproduce, naming the key."""
-    kind = hf.get("model_type")
+def config_from_llama(hf: dict, where: str = "config.json") -> dict:
+    """A Llama or Qwen2 config.json (as a dict; `where` names it) -> the GPTConfig fields of its architecture,
+    every key checked first (`tinyformer.models.hf_config`); UserError for what MiniGPT cannot reproduce, naming
+    the key."""
+    kind = model_type(hf, where)
+    if kind not in FAMILIES:
+        raise UserError(f"model_type={kind!r} in config.json is not one of {', '.join(FAMILIES)}")
+    hf = check_config(hf, where)
     D, H = hf["hidden_size"], hf["num_attention_heads"]
-    qwen = kind == "qwen2"
     for key, ok in (
-        ("hidden_act", hf.get("hidden_act", "silu") == "silu"),
-        ("head_dim", hf.get("head_dim") in (None, D // H) and D % H == 0),
+        ("hidden_act", hf["hidden_act"] == "silu"),
+        ("head_dim", hf["head_dim"] in (None, D // H)),
         ("attention_bias", not hf.get("attention_bias", False)),  # Llama's puts a bias on o_proj too
         ("mlp_bias", not hf.get("mlp_bias", False)),
-        ("use_sliding_window", not (qwen and hf.get("use_sliding_window", False))),
+        ("use_sliding_window", not hf.get("use_sliding_window", False)),
     ):
         if not ok:
             raise UserError(f"{key}={hf.get(key)!r} in config.json is a {kind} variant MiniGPT does not build")
-    return dict(
-        vocab_size=hf["vocab_size"],
-        block_size=hf.get("max_position_embeddings", 2048),
-        n_layer=hf["num_hidden_layers"],
-        n_head=H,
-        n_kv_head=hf.get("num_key_value_heads") or H,
-        n_embd=D,
+    return copied(hf) | dict(
+        n_kv_head=hf["num_key_value_heads"] or H,
         mlp_ratio=hf["intermediate_size"] / D,
         norm="rmsnorm",
-        norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
         bias=False,
-        qkv_bias=qwen,  # Qwen2: q, k and v projections with a bias, o_proj without
+        qkv_bias=kind == "qwen2",  # Qwen2: q, k and v projections with a bias, o_proj without
         positions="rope",
         rope_base=rope_theta(hf),
         ffn="swiglu",
         causal=True,
-        tie_weights=bool(hf.get("tie_word_embeddings", False)),
     )
 
 
@@ -99,10 +97,11 @@ def is_llama(c) -> bool:
 def import_llama(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
     """Copy a Llama / Qwen2 checkpoint's tensors (…ForCausalLM names, or the bare model's without `model.`)
     into `model`, a MiniGPT built from `config_from_llama`; UserError naming the first tensor that is missing,
-    extra or of the wrong shape."""
+    extra or of the wrong shape (each of q, k and v before they are joined)."""
     c = model.config
     theirs = {(k if k.startswith(("model.", "lm_head.")) else "model." + k): v for k, v in state.items()}
     theirs = {k: v for k, v in theirs.items() if not k.endswith(BUFFERS)}
+    check_shapes(theirs, _shapes(model), getattr(state, "where", "the checkpoint"))
 
     def take(name: str) -> torch.Tensor:
         if name not in theirs:
@@ -116,6 +115,17 @@ def import_llama(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
         if c.qkv_bias:
             ours[f"blocks.{i}.attn.qkv.bias"] = torch.cat([take(f"{attn}.{p}_proj.bias") for p in "qkv"])
     load_named(model, ours, theirs)
+
+
+def _shapes(model: nn.Module) -> dict[str, tuple[int, ...]]:
+    """The shape of every tensor of a checkpoint of `model` (a MiniGPT of the Llama family), by its name."""
+    c, mine = model.config, model.state_dict()
+    D, Dkv = c.n_embd, c.kv_heads * (c.n_embd // c.n_head)
+    out = {name: tuple(mine[ours].shape) for ours, name in _names(c.n_layer)} | {"lm_head.weight": (c.vocab_size, D)}
+    for i, (p, rows) in itertools.product(range(c.n_layer), zip("qkv", (D, Dkv, Dkv), strict=True)):
+        out[f"model.layers.{i}.self_attn.{p}_proj.weight"] = (rows, D)
+        out[f"model.layers.{i}.self_attn.{p}_proj.bias"] = (rows,)
+    return out
 
 
 def check_exportable(c) -> None:
