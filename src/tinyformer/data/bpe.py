@@ -23,9 +23,11 @@ from pathlib import Path
 
 import torch
 
+from tinyformer.data.hf_files import check_tokenizer_json, read_vocab_and_merges
 from tinyformer.data.tokenizers import CharTokenizer, pad_batch, show_char
 from tinyformer.errors import UserError
-from tinyformer.files import atomic_write, read_json
+from tinyformer.files import atomic_write, kind
+from tinyformer.hub import folder_json
 
 DEFAULT_VOCAB = 4096
 
@@ -57,14 +59,15 @@ class BPETokenizer:
 
     @classmethod
     def from_folder(cls, folder: Path) -> BPETokenizer:
-        """GPT-2's tokenizer from a Hugging Face folder: tokenizer.json, else vocab.json + merges.txt."""
-        if (folder / "tokenizer.json").is_file():
+        """GPT-2's tokenizer from a Hugging Face folder: tokenizer.json, else vocab.json + merges.txt (every
+        entry of either checked first: `tinyformer.data.hf_files`)."""
+        if kind(folder / "tokenizer.json") is not None:
             return cls.load(folder / "tokenizer.json")
-        if not ((folder / "vocab.json").is_file() and (folder / "merges.txt").is_file()):
+        if kind(folder / "vocab.json") is None or kind(folder / "merges.txt") is None:
             raise UserError(f"{folder} has no tokenizer: neither tokenizer.json nor vocab.json + merges.txt")
         from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-        tok = Tokenizer(models.BPE.from_file(str(folder / "vocab.json"), str(folder / "merges.txt")))
+        tok = Tokenizer(models.BPE(*read_vocab_and_merges(folder)))
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
         return cls(tok)
@@ -127,27 +130,28 @@ def _split():
 
 
 def read_hf_tokenizer(path: str | Path) -> dict:
-    """A Hugging Face tokenizer.json as a dict; UserError naming the file when it is not one."""
-    data = read_json(path)
+    """A Hugging Face tokenizer.json as a dict, its model section checked (`hf_files.check_tokenizer_json`);
+    UserError naming the file (and the key) when it is not one."""
+    data = folder_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise UserError(f"{path} is not a Hugging Face tokenizer.json (no 'model' section)")
-    return data
+    return check_tokenizer_json(data, str(path))
 
 
 def load_text_tokenizer(path: str | Path):
     """A language model's tokenizer.json: a Hugging Face byte-level BPE (it has a "model" section), else
     tinyformer's character vocabulary (whose loader names what is wrong with any other file)."""
     try:
-        data = read_json(path)
+        data = folder_json(path)
     except UserError:
         data = None
     if isinstance(data, dict) and isinstance(data.get("model"), dict):
-        return CharTokenizer.from_hf(data) or BPETokenizer.load(path)
+        return CharTokenizer.from_hf(check_tokenizer_json(data, str(path))) or BPETokenizer.load(path)
     return CharTokenizer.load(path)
 
 
 def folder_tokenizer(folder: Path):
     """A Hugging Face model folder's tokenizer: the characters of a tinyformer export, else GPT-2's BPE."""
-    if (folder / "tokenizer.json").is_file():
+    if kind(folder / "tokenizer.json") is not None:
         return load_text_tokenizer(folder / "tokenizer.json")
     return BPETokenizer.from_folder(folder)

@@ -31,9 +31,11 @@ from pathlib import Path
 
 import torch
 
+from tinyformer.data.hf_files import Key, check_tokenizer_json, json_object, read_keys
 from tinyformer.data.tokenizers import pad_batch
 from tinyformer.errors import UserError
-from tinyformer.files import atomic_write, read_json
+from tinyformer.files import atomic_write, kind, read_text
+from tinyformer.hub import MAX_TOKENIZER_BYTES, folder_file, folder_json
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(len(SPECIALS))  # the ids `train` gives them
@@ -77,9 +79,9 @@ class SubwordTokenizer:
     def from_pretrained(cls, folder: str | Path) -> SubwordTokenizer:
         """A Hugging Face BERT folder's tokenizer: its tokenizer.json, else a WordPiece built from its vocab.txt."""
         folder = Path(folder)
-        if (folder / "tokenizer.json").is_file():
+        if kind(folder / "tokenizer.json") is not None:
             return cls.load(folder / "tokenizer.json")
-        if not (folder / "vocab.txt").is_file():
+        if kind(folder / "vocab.txt") is None:
             raise UserError(f"{folder} has neither tokenizer.json nor vocab.txt; it holds no BERT tokenizer")
         return cls.from_vocab(folder / "vocab.txt", lowercase=_do_lower_case(folder))
 
@@ -88,10 +90,7 @@ class SubwordTokenizer:
         """BERT's tokenizer from a vocab.txt (one token a line, id = line number), as `BertTokenizerFast` builds it."""
         from tokenizers import Tokenizer, models, normalizers
 
-        try:
-            lines = path.read_text(encoding="utf-8").split("\n")
-        except (OSError, UnicodeDecodeError) as e:
-            raise UserError(f"cannot read {path}: {e}") from None
+        lines = read_text(folder_file(path, MAX_TOKENIZER_BYTES)).split("\n")
         vocab = {}
         for token in lines[:-1] if lines[-1] == "" else lines:  # the file ends in a newline
             vocab.setdefault(token, len(vocab))
@@ -139,11 +138,12 @@ class SubwordTokenizer:
         from tokenizers import Tokenizer
 
         p = Path(path)
-        data = read_json(p)
+        data = folder_json(p)
         model = data.get("model") if isinstance(data, dict) else None
         if not isinstance(model, dict) or model.get("type") != "WordPiece":
             found = model.get("type") if isinstance(model, dict) else type(data).__name__
             raise UserError(f"{p} is not a WordPiece tokenizer.json (found {found!r})")
+        check_tokenizer_json(data, str(p))
         try:
             tok = Tokenizer.from_str(json.dumps(data))
         except Exception as e:  # tokenizers raises its own exception type for a malformed file
@@ -185,8 +185,8 @@ def _bert_pipeline(tok, cls_id: int, sep_id: int) -> None:
 
 def _do_lower_case(folder: Path) -> bool:
     """tokenizer_config.json's do_lower_case (BertTokenizer's default, True, when the file or the key is absent)."""
-    try:
-        settings = read_json(folder / "tokenizer_config.json")
-    except UserError:
+    path = folder / "tokenizer_config.json"
+    if kind(path) is None:
         return True
-    return bool(settings.get("do_lower_case", True)) if isinstance(settings, dict) else True
+    settings = json_object(folder_json(path), str(path))
+    return read_keys(settings, (Key("do_lower_case", bool, True),), str(path))["do_lower_case"]

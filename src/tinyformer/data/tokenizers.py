@@ -77,6 +77,8 @@ class CharTokenizer:
         vocab = model.get("vocab") if isinstance(model, dict) and model.get("type") == "WordLevel" else None
         if not isinstance(vocab, dict) or not all(isinstance(c, str) and len(c) == 1 for c in vocab):
             return None
+        if not all(type(i) is int for i in vocab.values()):  # a string or a bool id: not a vocabulary `to_hf` wrote
+            return None
         chars = sorted(vocab, key=vocab.get)
         return cls(chars) if [vocab[c] for c in chars] == list(range(len(chars))) else None
 
