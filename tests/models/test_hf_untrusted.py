@@ -168,7 +168,7 @@ GOOD_VOCAB = json.dumps({c: i for i, c in enumerate(sorted(set(TEXT)) + ["th"])}
 CONFIG, TOKENIZER, INT64 = "config.json", "tokenizer.json", 2**64
 K_PROJ, QUERY_BIAS = "model.layers.0.self_attn.k_proj.weight", "model.layers.1.self_attn.q_proj.bias"
 VALUE = "encoder.layer.0.attention.self.value.weight"
-LIMIT = dict(vocab_size=2**23, hidden_size=2**15, num_attention_heads=2**8)
+LIMIT = dict(vocab_size=2**23, hidden_size=2**15, num_attention_heads=2**8, head_dim=...)
 
 
 def config(**keys) -> Callable[[Path], None]:
