@@ -155,6 +155,21 @@ def retensor(name: str, shape: tuple[int, ...]) -> Callable[[Path], None]:
     return edit
 
 
+def bert_vocab_txt(settings: str | None) -> Callable[[Path], None]:
+    """A BERT folder whose tokenizer is a vocab.txt, with a tokenizer_config.json of `settings` (None: a pipe)."""
+
+    def edit(folder: Path) -> None:
+        vocab = json.loads((folder / TOKENIZER).read_text())["model"]["vocab"]
+        (folder / TOKENIZER).unlink()
+        (folder / "vocab.txt").write_text("".join(f"{t}\n" for t in sorted(vocab, key=vocab.get)))
+        if settings is None:
+            pipe("tokenizer_config.json")(folder)
+        else:
+            (folder / "tokenizer_config.json").write_text(settings)
+
+    return edit
+
+
 def gpt2_without_tokenizer_json(vocab: str, merges: str) -> Callable[[Path], None]:
     def edit(folder: Path) -> None:
         (folder / "tokenizer.json").unlink()
@@ -210,6 +225,8 @@ CASES = [
     ("weights a named pipe", "llama", pipe("model.safetensors"), "model.safetensors", "is a named pipe"),
     ("config.json a named pipe", "gpt2", pipe(CONFIG), CONFIG, "is a named pipe"),
     ("tokenizer.json a named pipe", "bert", pipe(TOKENIZER), TOKENIZER, "is a named pipe"),
+    ("tokenizer_config.json a pipe", "bert", bert_vocab_txt(None), "tokenizer_config.json", "is a named pipe"),
+    ("do_lower_case a string", "bert", bert_vocab_txt('{"do_lower_case": "no"}'), "_config.json", "do_lower_case='no'"),
     ("WordLevel string id", "gpt2", change(TOKENIZER, model__vocab__t="3"), TOKENIZER, "model.vocab['t']='3' is a"),
     ("WordPiece negative id", "bert", change(TOKENIZER, model__vocab__the=-1), TOKENIZER, "model.vocab['the']=-1 is"),
     ("WordPiece no vocab", "bert", change(TOKENIZER, model__vocab=...), TOKENIZER, "model.vocab is missing"),
