@@ -180,7 +180,7 @@ def model_type(hf: Any, where: str = "config.json") -> Any:
 
 
 def check_config(hf: Any, where: str = "config.json") -> dict[str, Any]:
-    """A config.json's values (as parsed; `where` names the file unless they are a `FromFile`) -> {key: checked
+    """A config.json's values (as parsed; `where` names the file unless they are a `hub.FromFile`) -> {key: checked
     value} for every key of its family's table, defaults filled in. A model_type with no table is left for the
     loader to refuse."""
     where = getattr(hf, "where", where)
