@@ -142,3 +142,17 @@ def test_a_negative_vocabulary_is_refused_by_every_model_config_in_one_line(task
 
     with pytest.raises(UserError, match=r"^model.vocab_size=-1 must be >= 0$"):
         cfg.resolve(get_task(task).default_config(), [], ["model.vocab_size=-1"])
+
+
+@pytest.mark.parametrize("task,key", [("gpt", "model.n_layer"), ("reverse", "model.n_encoder_layers")])
+def test_a_model_past_the_parameter_limit_is_refused_by_a_bound_before_a_layer_is_built(task, key, tmp_path):
+    import subprocess
+    import sys
+
+    # built layer by layer (on the meta device, to count it), 10**8 layers took hours: a hang, so a subprocess
+    out = tmp_path / "run"
+    argv = [sys.executable, "-m", "tinyformer", "train", task, "--out", str(out), "--set", f"{key}={10**8}"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "100,000,00" in done.stderr and "past the 50,000,000,000 tinyformer builds" in done.stderr, done.stderr
+    assert not out.exists()
