@@ -1,4 +1,4 @@
-"""Helpers for the command-line tests: run the CLI in a subprocess or in-process, tiny model flags."""
+"""Helpers for the command-line tests: run the CLI in a process of its own or in-process, tiny model flags."""
 
 from __future__ import annotations
 
@@ -29,8 +29,30 @@ FAST = [
 ]
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tinyformer", *args], capture_output=True, text=True, timeout=300)
+_warm = None  # this process's warm parent (tests/warm.py), started by the first `cli` call
+
+
+def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`tinyformer ARGS` in a process of its own, as `subprocess.run([python, "-m", "tinyformer", *args],
+    capture_output=True, text=True, env=env)` gives it: its exit status, stdout and stderr, run in the caller's
+    working folder with `env`, else the caller's environment as it is now. The process is a child forked from a
+    warm parent that imported torch, matplotlib and the CLI once (`tests/warm.py`), so a command costs its own
+    work, not the seconds of an interpreter's start; test_help_of_the_installed_command_lists_every_subcommand
+    starts the real entry point cold, and the signal and crash tests start theirs as real processes."""
+    import atexit
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from tests.warm import WarmParent
+
+    global _warm
+    if _warm is None or _warm.process.poll() is not None:
+        scratch = Path(tempfile.mkdtemp(prefix="tinyformer-cli-"))
+        atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+        _warm = WarmParent(sys.executable, dict(os.environ), scratch)
+    return _warm.complete(list(args), Path.cwd(), os.environ if env is None else env, timeout=300)
 
 
 def user_error(capsys, *args: str) -> str:

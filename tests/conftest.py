@@ -6,6 +6,7 @@ import contextlib
 import io
 import os
 import random
+import shutil
 import string
 import sys
 from dataclasses import dataclass
@@ -27,16 +28,43 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
     os.environ["OMP_NUM_THREADS"] = "1"
 
-SHARED = {"quick_study": "studies", "quick_runs": "studies", "user_install": "install"}  # minutes to make
+SHARED = {"user_install": "install"}  # minutes to make
+
+
+def pytest_configure(config):
+    """Under xdist (`-n`), tests are handed to the workers in the order `pytest_collection_modifyitems` leaves
+    them in, a group where its first test stands: not the largest groups first (xdist's default reorder)."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def rank(item) -> int:
+    """Where a test goes in the order the workers take tests in: the longest work first, each chain of it as
+    early as it can start, so that the last minutes of a run on two workers are short tests on both. First the
+    CI-size lab's build (the sources nothing else makes, and every study it finds unmade), then the user's
+    install (a new venv), then the study tests (which make their studies beside the build), then the guide's
+    pages and notebooks (which read what those made), then every other slow test, and the fast ones last."""
+    names = getattr(item, "fixturenames", ())
+    if item.name.startswith("test_quick_build_runs_every_source"):
+        return 0
+    if "user_install" in names:
+        return 1
+    if "quick_study" in names and item.module.__name__ != "tests.test_docs_run":
+        return 2
+    if "notebook_runs" in names or "quick_study" in names:
+        return 3
+    return 4 if item.get_closest_marker("slow") else 5
 
 
 def pytest_collection_modifyitems(config, items):
-    """The tests that read the CI-size studies share one xdist worker (`xdist_group`), and those that use the
-    user's install another, so each is made once a session, as in a run without workers."""
+    """The tests that use the user's install share one xdist worker (`xdist_group`), so it is made once a session,
+    as in a run without workers (the CI-size lab is shared by every worker: `QuickLab`); and the tests are ordered
+    by `rank`, keeping their collected order within a rank."""
     for item in items:
         group = next((g for name, g in SHARED.items() if name in getattr(item, "fixturenames", ())), None)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=rank)  # stable
 
 
 SYNTHETIC = (
@@ -86,7 +114,7 @@ def tiny_run_config(text_file: Path, dropout: float = 0.1, backend: str = "auto"
     return cfg
 
 
-# ---- the CI-sized lab: every study made once per session, where the lab's quick build then finds it ----
+# ---- the CI-sized lab: every source made once per session, where the lab's quick build then finds it ----
 HAS_PLAY = Path(os.environ.get("TINYFORMER_DATA", "/nonexistent")).is_file()
 needs_play = pytest.mark.skipif(not HAS_PLAY, reason="needs the play: set TINYFORMER_DATA")
 
@@ -95,44 +123,154 @@ needs_play = pytest.mark.skipif(not HAS_PLAY, reason="needs the play: set TINYFO
 class Study:
     folder: Path
     report: Path
-    stdout: str  # what the study printed while it was made
+    stdout: str  # what the study printed while it was made (by whichever worker made it)
 
 
-@pytest.fixture(scope="session")
-def quick_runs(tmp_path_factory) -> Path:
-    """The runs root of the CI-sized lab build (`lab build --quick`). The study tests make their studies here,
-    in the folders the lab reads, and tests/lab/test_build.py builds the guide from the same root: a study
-    trains once per session, whichever test asks for it first."""
-    return tmp_path_factory.mktemp("lab-quick")
+def session_folder(tmp_path_factory) -> Path:
+    """The session's temporary folder, which all of its xdist workers share (each worker's basetemp is a folder
+    in it); without workers, the basetemp itself."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
-@pytest.fixture(scope="session")
-def quick_study(quick_runs):
-    """`quick_study(name)`: the study made as `lab build --quick` makes it (its quick command, through the CLI's
-    own entry point, into its lab folder), at the first call, after the sources it reads (a masked LM)."""
-    from tinyformer.cli import main
-    from tinyformer.lab.sources import SOURCES, complete, needs
-    from tools.lab.build import produce
+class QuickLab:
+    """The runs root of the CI-sized lab build (`lab build --quick`), one for the whole session, shared by its
+    workers. A source is made by the first test, on any worker, that asks for it, with the lab's own quick
+    command (`tools.lab.build.produce`, through the CLI's entry point) after the sources it reads; a worker that
+    asks meanwhile waits for it, then reuses it, so nothing trains twice.
 
-    made: dict[str, Study] = {}
+    Making holds a lock of the source's *family*: the sources that write under one folder of the root (the
+    bake-off, its masked LM and the MiniLM rows all write experiments/classifiers; the reversal ablation and its
+    cells experiments/reverse-ablation). `study(name)` returns once the study's whole family is complete, so a
+    test that copies its folder never copies a source half made."""
 
-    def make(source) -> None:
-        for name in needs(source, True):
-            if not complete(SOURCES[name], quick_runs / SOURCES[name].path, True):
-                make(SOURCES[name])
-        produce(source, quick_runs, True, main)
+    def __init__(self, root: Path):
+        self.runs = root / "lab-quick"
+        self.locks = root / "lab-quick-locks"  # beside the runs root, never in it: the build reads every folder
+        self.runs.mkdir(exist_ok=True)
+        self.locks.mkdir(exist_ok=True)
+        self._held: set[str] = set()
 
-    def study(name: str) -> Study:
-        if name not in made:
-            source = SOURCES[f"experiments/{name}"]
+    @staticmethod
+    def family(name: str) -> str:
+        from tinyformer.lab.sources import SOURCES
+
+        return "/".join(Path(SOURCES[name].path).parts[:2])
+
+    @contextlib.contextmanager
+    def holding(self, family: str):
+        """This worker holds `family`'s lock (again, if it already does: making a source makes what it reads)."""
+        import fcntl
+
+        if family in self._held:
+            yield
+            return
+        with open(self.locks / (family.replace("/", "--") + ".lock"), "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            self._held.add(family)
+            try:
+                yield
+            finally:
+                self._held.discard(family)
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def holding_all(self, families):
+        """This worker holds the lock of every family in `families` (taken in order) until the block ends."""
+        with contextlib.ExitStack() as stack:
+            for family in sorted(set(families)):
+                stack.enter_context(self.holding(family))
+            yield
+
+    def printed(self, name: str) -> Path:
+        return self.locks / (name.replace("/", "--") + ".printed.txt")
+
+    def make(self, name: str) -> None:
+        """Source `name` complete under the root: made here, after what it reads, unless it already is."""
+        from tinyformer.cli import main
+        from tinyformer.lab.sources import SOURCES, complete, needs
+        from tools.lab.build import produce
+
+        source = SOURCES[name]
+        for other in needs(source, True):
+            self.make(other)
+        with self.holding(self.family(name)):
+            if complete(source, self.runs / source.path, True):
+                return
             printed = io.StringIO()
             with contextlib.redirect_stdout(printed):
-                make(source)
-            folder = quick_runs / source.path
-            made[name] = Study(folder, folder / source.done, printed.getvalue())
-        return made[name]
+                produce(source, self.runs, True, main)
+            self.printed(name).write_text(printed.getvalue(), encoding="utf-8")
 
-    return study
+    def family_of(self, name: str) -> list[str]:
+        from tinyformer.lab.sources import SOURCES
+
+        return [n for n in SOURCES if self.family(n) == self.family(name)]
+
+    def study(self, name: str) -> Study:
+        """The study `experiments/NAME`, its whole family complete."""
+        from tinyformer.lab.sources import SOURCES, needs
+
+        source = SOURCES[f"experiments/{name}"]
+        self.studies([source.name])
+        printed = [self.printed(n) for n in [*needs(source, True), source.name]]
+        stdout = "".join(p.read_text(encoding="utf-8") for p in printed if p.is_file())
+        folder = self.runs / source.path
+        return Study(folder, folder / source.done, stdout)
+
+    def studies(self, names) -> None:
+        """Every source in the families of the sources `names` (and what they read) complete."""
+        for name in names:
+            for member in self.family_of(name):
+                self.make(member)
+
+    def copy(self, names, target: Path) -> Path:
+        """The families of the sources `names`, complete, copied from the root into `target` (a runs root of
+        its own, laid out the same)."""
+        self.studies(names)
+        for family in dict.fromkeys(self.family(n) for n in names):
+            copy_runs(self.runs / family, target / family)
+        return target
+
+
+WEIGHTS = (".safetensors", ".pt", ".bin")  # a run's weights and state: written once, atomically, never in place
+
+
+def copy_runs(source: Path, target: Path) -> Path:
+    """A folder of runs copied to `target` to be used there: weights hard-linked (a finished run never rewrites
+    them, and a new save replaces the name rather than writing into the file, so the original cannot change),
+    every other file copied, a writer's temp files (`.NAME.tmp`) left out."""
+
+    def link_or_copy(src: str, dst: str) -> None:
+        if src.endswith(WEIGHTS):
+            Path(dst).unlink(missing_ok=True)  # a copy made again over an earlier one (dirs_exist_ok)
+            os.link(src, dst)
+        else:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(
+        source, target, copy_function=link_or_copy, ignore=shutil.ignore_patterns(".*.tmp"), dirs_exist_ok=True
+    )
+    return target
+
+
+@pytest.fixture(scope="session")
+def quick_lab(tmp_path_factory) -> QuickLab:
+    return QuickLab(session_folder(tmp_path_factory))
+
+
+@pytest.fixture(scope="session")
+def quick_runs(quick_lab) -> Path:
+    """The runs root of the CI-sized lab build (`lab build --quick`), shared by the session's workers: the study
+    tests make their studies here, in the folders the lab reads, and tests/lab/test_build.py builds the guide from
+    the same root."""
+    return quick_lab.runs
+
+
+@pytest.fixture(scope="session")
+def quick_study(quick_lab):
+    """`quick_study(name)`: the study made as `lab build --quick` makes it, once a session (see `QuickLab`)."""
+    return quick_lab.study
 
 
 # ---- run folders shared by the command-line tests (trained once per session) ----
@@ -301,8 +439,10 @@ def user_install(tmp_path_factory) -> Path:
     (wheel,) = (root / "wheel").glob("tinyformer-*.whl")
     venv.create(root / "venv", with_pip=True)
     bin_dir = root / "venv" / "bin"
-    pip = [str(bin_dir / "python"), "-m", "pip", "--disable-pip-version-check", "-q"]
+    # --no-compile: no .pyc written for every installed module at install time (torch's alone: 14 s of 20 s on 2
+    # cores); Python writes those it imports as it imports them
+    install = [str(bin_dir / "python"), "-m", "pip", "--disable-pip-version-check", "-q", "install", "--no-compile"]
     torch_version = torch.__version__.split("+")[0]
-    subprocess.run([*pip, "install", f"torch=={torch_version}"], check=True, timeout=900)
-    subprocess.run([*pip, "install", f"{wheel}[{USER_EXTRAS}]"], check=True, timeout=900)
+    subprocess.run([*install, f"torch=={torch_version}"], check=True, timeout=900)
+    subprocess.run([*install, f"{wheel}[{USER_EXTRAS}]"], check=True, timeout=900)
     return bin_dir

@@ -10,23 +10,20 @@ from __future__ import annotations
 import math
 import os
 import subprocess
-import sys
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.cli_helpers import FAST, TINY
+from tests.cli_helpers import FAST, TINY, cli
 from tests.conftest import SYNTHETIC
 from tinyformer import runfolder
 from tinyformer.device import CPU_BF16_ENV
 
 
 def bf16_cli(*args: str) -> subprocess.CompletedProcess:
-    env = os.environ | {CPU_BF16_ENV: "1"}
-    r = subprocess.run(
-        [sys.executable, "-m", "tinyformer", *args], capture_output=True, text=True, env=env, timeout=300
-    )
+    """The command in a process of its own (`cli`) that sees TINYFORMER_CPU_BF16=1."""
+    r = cli(*args, env=os.environ | {CPU_BF16_ENV: "1"})
     assert r.returncode == 0, r.stdout + r.stderr
     return r
 

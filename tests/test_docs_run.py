@@ -26,7 +26,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -35,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import fresh_copy, needs_play
+from tests.conftest import copy_runs, fresh_copy, needs_play
 from tests.processes import start
 from tests.warm import WarmParent
 from tinyformer.experiments import EXPERIMENTS
@@ -196,10 +195,10 @@ def test_every_command_of_the_readme_runs(tmp_path, user_install, warm, capsys):
 def test_every_command_of_the_guide_page_runs(page, tmp_path, quick_study, warm, capsys):
     copy, commands = fresh_copy(tmp_path / "clone"), printed_commands()
     for name in studies_read(walk(page, commands), commands):  # made at CI size once a session, copied where
-        study = quick_study(name).folder  # the commands look for them
+        study = quick_study(name).folder  # the commands look for them (weights hard-linked: `copy_runs`)
         home = EXPERIMENTS[name].folder  # where it writes by default when that is not experiments/NAME
         for target in [f"experiments/{name}", f"experiments/{name}-quick", *([home] if home else [])]:
-            shutil.copytree(study, copy / "runs" / target, dirs_exist_ok=True)
+            copy_runs(study, copy / "runs" / target)
     run_page(page, copy, warm(None), [sys.executable, "-m", "tinyformer"])
 
 

@@ -1,9 +1,11 @@
 """The guide's notebooks (notebooks/{en,zh}): made from one source, committed without outputs, and run top to
 bottom at ci size in a fresh kernel.
 
-The ten notebooks run on the worker of the CI-sized studies, in the same runs root (`quick_runs`): a notebook
-at ci size trains what the lab's quick build trains, with the same configs, so a study made for another test
-is reused here and never made twice in one suite (and whichever comes first makes it).
+The ten notebooks run in copies of the session's CI-sized lab (`quick_lab`), one per page, its English and
+Chinese notebooks on one worker: a notebook at ci size trains what the lab's quick build trains, with the same
+configs, so every source the suite made for the lab and its study tests is reused here and never made twice in
+one suite (one that no test made yet is made first, with the lab's own command); the Chinese notebook reuses the
+runs of the English one's own cells.
 """
 
 from __future__ import annotations
@@ -155,11 +157,58 @@ def outputs(nb) -> list[tuple[str, dict]]:
     return [(c.source, o) for c in nb.cells if c.cell_type == "code" for o in c.outputs]
 
 
+def sources_read(page: str) -> list[str]:
+    """The lab's sources a page's notebook reads or makes again: the folders its code names under the runs root
+    (`guide.runs / "lab/gpt"`, ".../lab/bench-rnn/bench.json") and the studies it runs (`api.experiment("scale"`);
+    not those whose sizes alone it borrows (`guide.sets("lab/demo")`)."""
+    from tinyformer.lab.sources import SOURCES
+
+    code = (ROOT / SOURCE / f"{page}.py").read_text(encoding="utf-8") if page != "minigpt" else ""
+    code = re.sub(r'\.sets\("[^"]*"\)', "", code)  # a source's --set overrides: its sizes, not its folder
+    named = re.findall(r'"((?:lab|experiments)/[\w./-]+)"', code)
+    named += [f"experiments/{n}" for n in re.findall(r'api\.experiment\(\s*"([\w-]+)"', code)]
+    found = []
+    for path in named:  # the source whose folder holds it: the longest path above it
+        above = [n for n, s in SOURCES.items() if path == s.path or path.startswith(s.path + "/")]
+        found += [max(above, key=lambda n: len(SOURCES[n].path))] if above else []
+    return list(dict.fromkeys(found))
+
+
+def test_a_notebook_reads_the_lab_sources_of_its_page():
+    """What the notebooks below are given first (made once a session, by the lab's quick commands)."""
+    assert {"lab/gpt", "experiments/ablation", "experiments/scale", "lab/bench-attention"} <= set(
+        sources_read("1-char-gpt")
+    )
+    assert {"experiments/classifiers/mlm", "experiments/qa", "lab/bench-rnn"} <= set(sources_read("4-model-collection"))
+    assert sources_read("minigpt") == [] and "lab/gpt-attention" not in sources_read("2-bert-heads")
+    assert "lab/demo" not in sources_read("1-char-gpt")  # its sizes only: guide.sets("lab/demo")
+
+
+@pytest.fixture(scope="session")
+def notebook_runs(quick_lab, tmp_path_factory):
+    """`notebook_runs(page)`: the runs root of that page's two notebooks (English, then Chinese, on one worker:
+    `xdist_group`), a copy of the session's CI-sized lab (`quick_lab`) holding every source the page reads,
+    complete. The lab's quick build (tests/lab) made them, or a study test, on any worker, and the notebooks wait
+    for them; run alone, they are made here. A copy: what a notebook writes (a study's report written again, the
+    runs of its own "Try it" cells) never meets a test on another worker reading the lab's folders."""
+    made: dict[str, Path] = {}
+
+    def runs(page: str) -> Path:
+        if page not in made:
+            made[page] = quick_lab.copy(sources_read(page), tmp_path_factory.mktemp(f"notebook-{page}"))
+        return made[page]
+
+    return runs
+
+
 @needs_play
 @pytest.mark.slow
-@pytest.mark.parametrize("name", NOTEBOOKS)
-def test_a_notebook_runs_top_to_bottom_at_ci_size(name, quick_runs, tmp_path, monkeypatch):
-    env = {"TINYFORMER_SIZE": "ci", "TINYFORMER_RUNS": str(quick_runs), "TINYFORMER_ROOT": str(ROOT)}
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.xdist_group(f"notebook-{n.split('/')[1]}")) for n in NOTEBOOKS]
+)
+def test_a_notebook_runs_top_to_bottom_at_ci_size(name, notebook_runs, tmp_path, monkeypatch):
+    runs = notebook_runs(name.split("/")[1])
+    env = {"TINYFORMER_SIZE": "ci", "TINYFORMER_RUNS": str(runs), "TINYFORMER_ROOT": str(ROOT)}
     nb = run_notebook(ROOT / OUT / f"{name}.ipynb", tmp_path, env, monkeypatch)
     shown = outputs(nb)
     errors = [o for _, o in shown if o.output_type == "error"]

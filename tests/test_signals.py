@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_helpers import cli
 from tests.processes import Lines, catches, start
 from tinyformer import runfolder
 
@@ -85,8 +86,7 @@ def test_sigint_at_its_default_stops_the_command_with_one_line_and_loses_nothing
     step = int(said.split("interrupted at step ")[1].split(";")[0])
     assert saved_step(out) == step
     if phase == "loop":  # and it resumes from there
-        again = [sys.executable, "-m", "tinyformer", "train", "gpt", "--resume", str(out)]
-        r = subprocess.run([*again, "--set", f"train.max_iters={step + 2}"], capture_output=True, text=True)
+        r = cli("train", "gpt", "--resume", str(out), "--set", f"train.max_iters={step + 2}")
         assert r.returncode == 0 and f"done: step {step + 2}" in r.stdout, r.stderr[-2000:]
 
 
@@ -169,12 +169,12 @@ def test_a_test_that_fails_or_times_out_leaves_no_process_behind(tmp_path):
 def test_sample_prints_as_it_generates_and_ctrl_c_keeps_what_was_printed(tmp_path, text_file):
     run = tmp_path / "run"
     steps = [a for s in [*MODEL, "train.max_iters=2", "train.eval_iters=1"] for a in ("--set", s)]
-    tinyformer = [sys.executable, "-m", "tinyformer"]
-    r = subprocess.run([*tinyformer, "train", "gpt", "--data", str(text_file), *steps, "--out", str(run)])
-    assert r.returncode == 0
-    sample = [*tinyformer, "sample", str(run), "--prompt", "\n", "--seed", "3", "--temperature", "1"]
-    whole = subprocess.run([*sample, "--tokens", "300"], capture_output=True, text=True).stdout
-    p = start([*sample, "--tokens", "1000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    r = cli("train", "gpt", "--data", str(text_file), *steps, "--out", str(run))
+    assert r.returncode == 0, r.stderr[-2000:]
+    sample = ["sample", str(run), "--prompt", "\n", "--seed", "3", "--temperature", "1"]
+    whole = cli(*sample, "--tokens", "300").stdout
+    tinyformer = [sys.executable, "-m", "tinyformer"]  # a real process: it is sent SIGINT
+    p = start([*tinyformer, *sample, "--tokens", "1000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = Lines(p.stdout)
     lines.wait_for(lambda line: len("".join(lines.lines)) > 300)  # a million tokens take minutes: it streams
     assert p.poll() is None

@@ -8,7 +8,8 @@ break.
 Run with the interpreter of the install under test (`python tests/warm.py`): it imports nothing but the standard
 library and tinyformer. The protocol is one JSON line per command on stdin,
 `{"argv": [...], "cwd": ..., "input": ..., "output": FILE}`, answered on stdout by one line
-`{"status": N, "seconds": S, "cpu": C}`; `WarmParent` below is the side a test holds.
+`{"status": N, "seconds": S, "cpu": C}`; with `"errors": FILE` stderr goes there instead, and with `"env": {...}`
+the command sees that environment, not the parent's. `WarmParent` below is the side a test holds.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ def _warm_up() -> None:
 def _child(request: dict) -> int:
     signal.alarm(request.get("timeout", 900))  # a command that hangs ends (SIGALRM) instead of the suite
     os.chdir(request["cwd"])
+    if "env" in request:
+        os.environ.clear()
+        os.environ.update(request["env"])
     given = os.open(os.devnull, os.O_RDONLY)
     if request.get("input"):
         read, write = os.pipe()
@@ -53,7 +57,8 @@ def _child(request: dict) -> int:
     os.dup2(given, 0)
     out = os.open(request["output"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(out, 1)
-    os.dup2(out, 2)
+    errors = request.get("errors")
+    os.dup2(os.open(errors, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644) if errors else out, 2)
     sys.stdin = open(0, encoding="utf-8", closefd=False)
     sys.stdout = open(1, "w", encoding="utf-8", buffering=1, closefd=False)
     sys.stderr = open(2, "w", encoding="utf-8", buffering=1, closefd=False)
@@ -105,12 +110,31 @@ class WarmParent:
         """-> (exit status, the last 4,000 characters of its output, {"seconds": wall, "cpu": user + system})."""
         self.count += 1
         output = self.scratch / f"command-{self.count}.txt"
-        request = {"argv": argv, "cwd": str(cwd), "input": input, "output": str(output)}
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-        answer = json.loads(self.process.stdout.readline())
+        answer = self._ask({"argv": argv, "cwd": str(cwd), "input": input, "output": str(output)})
         text = output.read_text(encoding="utf-8", errors="replace")[-4000:]
         return answer["status"], text, {"seconds": answer["seconds"], "cpu": answer["cpu"]}
+
+    def complete(
+        self, argv: list[str], cwd: Path, env: dict, input: str = "", timeout: int = 900
+    ) -> subprocess.CompletedProcess:
+        """One command as `subprocess.run(..., capture_output=True, text=True)` would give it: its exit status,
+        its whole stdout and stderr apart; it sees `env` (the caller's environment now)."""
+        self.count += 1
+        output, errors = self.scratch / f"command-{self.count}.out", self.scratch / f"command-{self.count}.err"
+        request = {"argv": argv, "cwd": str(cwd), "input": input, "output": str(output), "errors": str(errors)}
+        answer = self._ask(request | {"env": dict(env), "timeout": timeout})
+        read = [p.read_text(encoding="utf-8", errors="replace") for p in (output, errors)]
+        output.unlink()
+        errors.unlink()
+        return subprocess.CompletedProcess(["tinyformer", *argv], answer["status"], *read)
+
+    def _ask(self, request: dict) -> dict:
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the warm parent ended (exit {self.process.wait()}) before answering {request['argv']}")
+        return json.loads(line)
 
     def __enter__(self) -> WarmParent:
         return self

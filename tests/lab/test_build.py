@@ -162,10 +162,27 @@ def test_every_embedded_figure_is_committed_and_every_committed_one_embedded():
 
 # ---- the CI-sized build: every source run tiny, every figure there ----------------------------------------
 @pytest.mark.slow
-def test_quick_build_runs_every_source_and_embeds_only_files_it_made(tmp_path, quick_runs):
-    """On the session's CI-sized runs root: the studies the study tests made there are complete and reused
-    (no study trains twice in a session), the rest is made here. Run alone, this test makes every source."""
-    pages, got = build(TEMPLATES, tmp_path / "docs", quick_runs, quick=True, cli=main)
+def test_quick_build_runs_every_source_and_embeds_only_files_it_made(tmp_path, quick_lab):
+    """On the session's CI-sized runs root (`quick_lab`, shared by every worker): the studies the study tests make
+    there are complete and reused (no study trains twice in a session), the rest is made here, by the build
+    itself. Run alone, this test makes every source. The sources only the build makes stay locked while it runs,
+    so a notebook on another worker that reads one waits for the build rather than make it beside it; the studies
+    (and what they read) it waits for, or makes first with the study tests' own maker, one study at a time, as a
+    study test on another worker may be making one."""
+    from tinyformer.lab.sources import STUDIES, needs
+    from tools.lab.build import used_sources
+
+    studies = [f"experiments/{n}" for n in reversed(STUDIES) if f"experiments/{n}" in SOURCES]  # quick_study's
+    theirs, todo = set(), list(studies)  # what quick_study makes: the studies' families and what they read
+    while todo:
+        for member in quick_lab.family_of(todo.pop()):
+            if member not in theirs:
+                theirs.add(member)
+                todo += needs(SOURCES[member], True)
+    ours = {quick_lab.family(n) for n in used_sources(templates(TEMPLATES)) if n not in theirs}
+    with quick_lab.holding_all(ours):
+        quick_lab.studies(studies)  # from the last: the study tests ask from the first
+        pages, got = build(TEMPLATES, tmp_path / "docs", quick_lab.runs, quick=True, cli=main)
     assert got.missing == [] and got.errors == []
     # A key the tiny runs lack (a context, a length) must be one the full-size build resolved, unless that
     # source is not measured yet: a misspelt key fails here or in the full build.
