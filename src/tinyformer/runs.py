@@ -27,7 +27,6 @@ from tinyformer.errors import UserError
 from tinyformer.files import kind, output_path
 from tinyformer.hub import pretrained_folder
 from tinyformer.models import count_parameters
-from tinyformer.models.hf_config import MAX_PARAMETERS
 from tinyformer.tasks import get_task
 from tinyformer.tasks.base import Task
 from tinyformer.train import budget, distributed
@@ -251,15 +250,12 @@ def load_source(where: str) -> Run | Path:
 
 
 def parameter_count(task: Task) -> int:
-    """The parameters `task.build_model()` would make, counted on the meta device (nothing is allocated). A config
-    past `MAX_PARAMETERS` by a bound alone (each layer of every model here has at least its query and output
-    projections, 2·D²) is refused first: building 10**8 layers, even on the meta device, takes hours."""
+    """The parameters `task.build_model()` would make, counted on the meta device (nothing is allocated). Past
+    `MAX_LAYERS` the count alone would take minutes (10**8 layers: hours), so such a config is refused first."""
     m = task.config.model
-    if (floor := 2 * m.n_embd**2 * layers(m)) > MAX_PARAMETERS:
-        raise UserError(
-            f"model.n_embd={m.n_embd} with {layers(m):,} layers is at least {floor:,} parameters, past the "
-            f"{MAX_PARAMETERS:,} tinyformer builds"
-        )
+    if layers(m) > MAX_LAYERS:
+        asked = ", ".join(f"model.{k}={getattr(m, k):,}" for k in LAYER_KEYS if hasattr(m, k))
+        raise UserError(f"{asked}: more than the {MAX_LAYERS:,} layers tinyformer builds")
     with torch.device("meta"), _NoNormalInit():
         return count_parameters(task.build_model())
 
@@ -284,9 +280,13 @@ def training_bytes(task: Task) -> int:
     return 16 * parameter_count(task) + 4 * batch * m.block_size * per_position
 
 
+MAX_LAYERS = 1024  # the deepest model built: the deepest released ones have ~130; 1,024 are counted in seconds
+LAYER_KEYS = ("n_layer", "n_encoder_layers", "n_decoder_layers")
+
+
 def layers(m) -> int:
     """The layers a model config asks for, whatever its glossary calls them."""
-    return sum(getattr(m, k, 0) for k in ("n_layer", "n_encoder_layers", "n_decoder_layers"))
+    return sum(getattr(m, k, 0) for k in LAYER_KEYS)
 
 
 def load_run(path: str | Path, weights: str | None = "run", device: str | torch.device = "cpu") -> Run:
