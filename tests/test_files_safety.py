@@ -147,3 +147,10 @@ def test_a_signal_while_a_staged_folder_moves_in_is_delivered_after_every_file_i
             (folder / name).write_text("new")
     assert {p.name: p.read_text() for p in out.iterdir()} == {"config.json": "new", "model.safetensors": "new"}
     assert names(tmp_path) == ["out"]
+
+
+def test_a_json_number_of_thousands_of_digits_is_one_line_naming_the_file(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text('{"n_layer": ' + "9" * 5000 + "}", encoding="utf-8")
+    with pytest.raises(UserError, match=r"config\.json is corrupt: Exceeds the limit"):
+        files.read_json(path)

@@ -190,6 +190,8 @@ def parse_json(text: str, where: str) -> Any:
         value = json.loads(text)
     except json.JSONDecodeError as e:
         raise UserError(f"{where} is corrupt: {e}") from None
+    except ValueError as e:  # int() refuses a number of over 4,300 digits
+        raise UserError(f"{where} is corrupt: {str(e).split(':')[0]}") from None
     except RecursionError:  # the decoder recurses once per level
         value, too_deep = None, True
     else:
