@@ -63,12 +63,13 @@ def commit_change(root: Path, edits: dict[str, tuple[str, str]], branch: str) ->
     return git(root, "rev-parse", "--short=10", "HEAD")
 
 
-def check(root: Path, stamps: dict, tmp_path: Path) -> tuple[dict, dict]:
-    """Run the check as `make lab VERIFY=1` does, on a copy of the stamps: (what it found, the stamps after)."""
+def check(root: Path, stamps: dict, tmp_path: Path, runs: Path | None = None) -> tuple[dict, dict]:
+    """Run the check as `make lab VERIFY=1` does, on a copy of the stamps, into `runs` (default: a new folder
+    under `tmp_path`): (what it found, the stamps after)."""
     docs = tmp_path / "docs"
     docs.mkdir(parents=True)
     (docs / "facts.json").write_text(json.dumps({"stamps": json.loads(json.dumps(stamps))}), encoding="utf-8")
-    found = verify(root, docs, tmp_path / "runs", NAMES, jobs=2)
+    found = verify(root, docs, runs or tmp_path / "runs", NAMES, jobs=2)
     return found, json.loads((docs / "facts.json").read_text(encoding="utf-8"))["stamps"]
 
 
@@ -107,20 +108,28 @@ def test_a_commit_that_moves_a_number_stales_exactly_the_sources_it_reaches_and_
         "nn.init.normal_(m.weight, std=1.5 * m.embedding_dim**-0.5)",
     )
     commit_change(root, {"src/tinyformer/models/seq2seq_parts.py": wider}, "init-std")
-    found, after = check(root, stamps, tmp_path / "std")
+    found, after = check(root, stamps, tmp_path / "std", tmp_path / "runs")
     assert found["lab/reverse-fast"]["moved"], "a wider embedding init left the reversal's build the same"
     assert "weights model.safetensors" in found["lab/reverse-fast"]["moved"]
     assert any(m.startswith("fact ") and "loss" in m for m in found["lab/reverse-fast"]["moved"])
     assert not found.get("lab/demo", {}).get("moved")  # the GPT does not run the encoder-decoder's init
     assert "stale: behaviour changed" in made_text(after["lab/reverse-fast"], [])
 
-    seed = ('seed = t.seed + 1 if t.eval_batches == "fixed"', 'seed = t.seed + 2 if t.eval_batches == "fixed"')
+    seed = (
+        'seed = derive(t.seed + 1) if t.eval_batches == "fixed"',
+        'seed = derive(t.seed + 2) if t.eval_batches == "fixed"',
+    )
     commit_change(root, {"src/tinyformer/tasks/gpt.py": seed}, "eval-seed")
-    found, after = check(root, stamps, tmp_path / "seed")
+    found, after = check(root, stamps, tmp_path / "seed", tmp_path / "runs")  # one runs/, as a user has
     what = found["lab/demo"]["moved"]
     assert "fact best val loss" in what and not any(m.startswith("weights") for m in what), what  # same training
     assert not found.get("lab/reverse-fast", {}).get("moved")
     assert "best val loss" in made_text(after["lab/demo"], [])
+
+    # the next commit, which only comments the GPT, is built afresh: not read from the eval seed's builds
+    commit_change(root, {"src/tinyformer/models/gpt.py": NEUTRAL["src/tinyformer/models/gpt.py"]}, "gpt-comment")
+    found, after = check(root, stamps, tmp_path / "comment", tmp_path / "runs")
+    assert found["lab/demo"]["moved"] == [], found["lab/demo"]["moved"]
 
 
 def test_fingerprints_compare_facts_weights_and_printed_lines_and_leave_out_times(tmp_path):

@@ -33,6 +33,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -302,6 +303,9 @@ def check(root: Path, stamps: dict[str, dict], names: list[str], scratch: Path, 
 
         return report
 
+    for old in scratch.glob("head-*"):  # another commit's builds: a source made there is not made here
+        if not old.name.startswith(f"head-{head}"):
+            shutil.rmtree(old)
     trees = {where: root if where == "HEAD" else worktree(root, where, scratch) for where in at}
     for step in (0, 1):  # first what other sources read, then the rest, side by side once what they read is made
         units = []  # (seconds, where, sources that read none of another unit's)
@@ -311,7 +315,7 @@ def check(root: Path, stamps: dict[str, dict], names: list[str], scratch: Path, 
         starts = []
         for i, (_, where, group) in enumerate(sorted(units, key=lambda u: -u[0])):
             runs, log = (
-                scratch / ("head" if where == "HEAD" else where),
+                scratch / (f"head-{head}" if where == "HEAD" else where),
                 scratch / "logs" / f"{where[:10]}-{step}{i}.log",
             )
             starts.append(functools.partial(build_at, trees[where], runs, group, scratch / "cache", log, made(where)))
@@ -322,12 +326,12 @@ def check(root: Path, stamps: dict[str, dict], names: list[str], scratch: Path, 
         if name in at.get(stamps[name]["commit"], ()):
             before = fingerprint(name, scratch / stamps[name]["commit"]) | {"seconds": seconds.get(("HEAD", name))}
         date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-        new = fingerprint(name, scratch / "head")
+        new = fingerprint(name, scratch / f"head-{head}")
         out[name] = {"commit": head, "date": date, "kind": kind, "moved": moved(before, new), "fingerprint": before}
-    return again(root, out, scratch, jobs)
+    return again(root, out, scratch, jobs, head)
 
 
-def again(root: Path, out: dict[str, dict], scratch: Path, jobs: int) -> dict[str, dict]:
+def again(root: Path, out: dict[str, dict], scratch: Path, jobs: int, head: str) -> dict[str, dict]:
     """The sources whose fingerprint moved, built a second time at HEAD: what differs between HEAD's two builds
     measures the machine, not the code, and is not evidence (a time a table gives without naming it one). A
     source whose weights differ between the two (its training reads the clock: a `--time` budget) cannot be
@@ -337,7 +341,7 @@ def again(root: Path, out: dict[str, dict], scratch: Path, jobs: int) -> dict[st
         return out
     print(f"lab verify: {len(suspects)} moved; each is built at HEAD once more to tell code from clock", flush=True)
     report = lambda name, took: print(f"lab verify: {name} made again at HEAD in {took:.0f} s", flush=True)  # noqa: E731
-    runs = scratch / "head-again"
+    runs = scratch / f"head-{head}-again"
     finish(
         jobs=jobs,
         start=[
@@ -346,7 +350,7 @@ def again(root: Path, out: dict[str, dict], scratch: Path, jobs: int) -> dict[st
         ],
     )
     for name in suspects:
-        unstable = set(moved(fingerprint(name, scratch / "head"), fingerprint(name, runs)))
+        unstable = set(moved(fingerprint(name, scratch / f"head-{head}"), fingerprint(name, runs)))
         if any(m.startswith("weights ") for m in unstable):
             print(
                 f"lab verify: {name}: cannot be checked by behaviour: its CI-size build is not the same twice "
