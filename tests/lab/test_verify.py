@@ -140,6 +140,9 @@ def test_fingerprints_compare_facts_weights_and_printed_lines_and_leave_out_time
     b["weights"]["model.safetensors"] = "cd"
     b["printed"]["line 2"] = "exact match 0.5"
     assert moved(a, b) == ["fact best val loss", "weights model.safetensors", "printed line 2"]
+    a["facts"]["table 3: 32 / manual"] = "0.22 ms / 10 MiB"  # a time and a memory size, whatever the key says
+    b["facts"]["table 3: 32 / manual"] = "0.36 ms / 10 MiB"
+    assert moved(a, b) == ["fact best val loss", "weights model.safetensors", "printed line 2"]
     folder = tmp_path / "lab" / "gpt-sample"
     folder.mkdir(parents=True)
     (folder / "stdout.txt").write_text("ROMEO: a sample\n(300 tokens in 1.2 s, 250 tokens/s)\n", encoding="utf-8")
