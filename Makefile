@@ -1,7 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   train MiniGPT on Tiny Shakespeare (CPU preset, about 2 minutes) and print a sample
 #   make test   run the whole test suite
-# While you work: make check (every test that trains at most a few steps, about 1 minute of tests on 2 cores).
+# While you work: make check (every test that trains at most a few steps, about 3.5 minutes on 2 cores).
 # Both create .venv and install tinyformer into it first (torch's CPU build, then the package with the extras
 # the README's commands use: the playground's server and Hugging Face, `.[serve,hf]`).
 
